@@ -1,0 +1,7 @@
+"""``python -m dpsynth``."""
+
+import sys
+
+from dpsynth.cli import main
+
+sys.exit(main())

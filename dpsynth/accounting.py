@@ -1,0 +1,275 @@
+"""Privacy budgets, composition, and the durable ledger of what each dataset has spent.
+
+Composition (seed 002): running mechanisms that are (ε₁, δ₁)-, …, (ε_k, δ_k)-DP on the same
+data is (Σεᵢ, Σδᵢ)-DP (sequential composition, what the ledger enforces). Mechanisms on
+disjoint cells compose in parallel, which is why a whole noisy histogram costs ε, not k·ε.
+Advanced composition (seed 002, Thm 3.20) is offered as a calculator.
+
+The ledger is the one piece of state that must never under-count. A spend is committed in
+an SQLite ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL`` *before* any noise is drawn;
+the budget check and the insert happen in that one transaction, so concurrent releases cannot
+both pass the check. A crash after the commit leaves the spend recorded (over-counting is the
+safe failure). A missing ledger is only created when asked; a corrupt one raises
+:class:`LedgerError` and is never reset.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dpsynth.errors import BudgetExceededError, InputError, LedgerError
+
+# Float sums of many spends (0.1 + 0.2 …) must not refuse a release that fits exactly.
+_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """An (ε, δ) amount; adds and subtracts componentwise (basic composition)."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise InputError(f"ε must be a finite number ≥ 0, got {self.epsilon!r}.")
+        if not (0.0 <= self.delta <= 1.0):
+            raise InputError(f"δ must be in [0, 1], got {self.delta!r}.")
+
+    def __add__(self, other: PrivacyBudget) -> PrivacyBudget:
+        return PrivacyBudget(self.epsilon + other.epsilon, min(1.0, self.delta + other.delta))
+
+    def __sub__(self, other: PrivacyBudget) -> PrivacyBudget:
+        return PrivacyBudget(max(0.0, self.epsilon - other.epsilon), max(0.0, self.delta - other.delta))
+
+    def __truediv__(self, k: float) -> PrivacyBudget:
+        return PrivacyBudget(self.epsilon / k, self.delta / k)
+
+    def covers(self, other: PrivacyBudget) -> bool:
+        """True if ``other`` fits within this budget."""
+        return other.epsilon <= self.epsilon + _SLACK and other.delta <= self.delta + _SLACK * 1e-6
+
+    def __str__(self) -> str:
+        return f"ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
+
+
+def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> PrivacyBudget:
+    """k-fold adaptive composition of (ε, δ)-DP mechanisms (seed 002, Thm 3.20).
+
+    Result: (ε', kδ + δ')-DP with ε' = sqrt(2k ln(1/δ')) ε + k ε (e^ε − 1). Returns the smaller of
+    this and basic composition's kε.
+    """
+    if k < 1 or not 0 < delta_prime < 1:
+        raise InputError("Advanced composition needs k ≥ 1 and 0 < δ′ < 1.")
+    eps_adv = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * math.expm1(epsilon)
+    if eps_adv < k * epsilon:
+        return PrivacyBudget(eps_adv, min(1.0, k * delta + delta_prime))
+    return PrivacyBudget(k * epsilon, min(1.0, k * delta))
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One recorded spend."""
+
+    spend_id: str
+    dataset_id: str
+    time: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    purpose: str
+
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS datasets (
+    dataset_id TEXT PRIMARY KEY, label TEXT NOT NULL,
+    total_epsilon REAL NOT NULL, total_delta REAL NOT NULL, created TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spends (
+    spend_id TEXT PRIMARY KEY, dataset_id TEXT NOT NULL REFERENCES datasets(dataset_id),
+    time TEXT NOT NULL, mechanism TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
+    purpose TEXT NOT NULL);
+"""
+_MAGIC = "dpsynth-ledger-v1"
+
+
+class Ledger:
+    """An SQLite file recording every spend per dataset, enforcing each dataset's total budget."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        self.created = False
+        if not self.path.exists():
+            if not create:
+                raise LedgerError(f"The privacy ledger {str(self.path)!r} does not exist.")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.created = True
+        try:
+            with self._connect() as con:
+                if self.created:
+                    con.executescript(_SCHEMA_SQL)
+                    con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_MAGIC,))
+                row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if not row or row[0] != _MAGIC:
+                    raise LedgerError(f"{str(self.path)!r} is not a dpsynth ledger.")
+                ok = con.execute("PRAGMA quick_check").fetchone()
+                if not ok or ok[0] != "ok":
+                    raise LedgerError(f"The privacy ledger {str(self.path)!r} is corrupt: {ok}.")
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(
+                f"The privacy ledger {str(self.path)!r} is corrupt or unreadable ({exc}); it was not"
+                " reset. Restore it from a backup before releasing anything."
+            ) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        con.execute("PRAGMA synchronous = FULL")
+        con.execute("PRAGMA foreign_keys = ON")
+        return con
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        con = self._connect()
+        try:
+            for attempt in range(100):
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 99:
+                        raise
+                    time.sleep(0.01 * (1 + attempt % 10))
+            try:
+                yield con
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"The privacy ledger {str(self.path)!r} could not be written: {exc}.") from None
+        finally:
+            con.close()
+
+    def register(self, dataset_id: str, total: PrivacyBudget, label: str = "") -> None:
+        """Record a dataset's total budget if it is new (an existing budget is left unchanged)."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?, ?)",
+                (dataset_id, label or dataset_id[:12], total.epsilon, total.delta, _now()),
+            )
+
+    def set_total(self, dataset_id: str, total: PrivacyBudget) -> None:
+        """Change a registered dataset's total budget (a curator's explicit decision)."""
+        with self._transaction() as con:
+            cur = con.execute(
+                "UPDATE datasets SET total_epsilon = ?, total_delta = ? WHERE dataset_id = ?",
+                (total.epsilon, total.delta, dataset_id),
+            )
+            if cur.rowcount != 1:
+                raise InputError(f"Dataset {dataset_id[:12]!r} is not in the ledger.")
+
+    def total(self, dataset_id: str) -> PrivacyBudget | None:
+        """The dataset's total budget, or None if it was never registered."""
+        with self._read() as con:
+            row = con.execute(
+                "SELECT total_epsilon, total_delta FROM datasets WHERE dataset_id = ?", (dataset_id,)
+            ).fetchone()
+        return PrivacyBudget(row[0], row[1]) if row else None
+
+    def spent(self, dataset_id: str) -> PrivacyBudget:
+        """Sum of all spends on the dataset (sequential composition)."""
+        with self._read() as con:
+            return _spent(con, dataset_id)
+
+    def remaining(self, dataset_id: str) -> PrivacyBudget | None:
+        """Total minus spent, or None if the dataset is not registered."""
+        total = self.total(dataset_id)
+        return None if total is None else total - self.spent(dataset_id)
+
+    def charge(self, dataset_id: str, amount: PrivacyBudget, *, mechanism: str, purpose: str) -> Spend:
+        """Check the budget and record the spend in one durable transaction; raise if it does not fit.
+
+        Call this *before* drawing any noise. On :class:`BudgetExceededError` nothing is recorded.
+        """
+        spend = Spend(uuid.uuid4().hex, dataset_id, _now(), mechanism, amount.epsilon, amount.delta, purpose)
+        with self._transaction() as con:
+            row = con.execute(
+                "SELECT total_epsilon, total_delta FROM datasets WHERE dataset_id = ?", (dataset_id,)
+            ).fetchone()
+            if row is None:
+                raise InputError(f"Dataset {dataset_id[:12]!r} has no budget in the ledger; register it first.")
+            total = PrivacyBudget(row[0], row[1])
+            remaining = total - _spent(con, dataset_id)
+            if not remaining.covers(amount):
+                raise BudgetExceededError(str(amount), str(remaining), dataset_id)
+            con.execute(
+                "INSERT INTO spends VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (spend.spend_id, dataset_id, spend.time, mechanism, amount.epsilon, amount.delta, purpose),
+            )
+        return spend
+
+    def spends(self, dataset_id: str | None = None) -> list[Spend]:
+        """All spends, oldest first, optionally for one dataset."""
+        q = "SELECT spend_id, dataset_id, time, mechanism, epsilon, delta, purpose FROM spends"
+        args: tuple[Any, ...] = ()
+        if dataset_id is not None:
+            q += " WHERE dataset_id = ?"
+            args = (dataset_id,)
+        with self._read() as con:
+            rows = con.execute(q + " ORDER BY time, rowid", args).fetchall()
+        return [Spend(*r) for r in rows]
+
+    def datasets(self) -> list[dict[str, Any]]:
+        """Each registered dataset with its total, spent and remaining budget."""
+        with self._read() as con:
+            rows = con.execute("SELECT dataset_id, label, total_epsilon, total_delta, created FROM datasets").fetchall()
+            out = []
+            for ds, label, te, td, created in rows:
+                sp = _spent(con, ds)
+                out.append({
+                    "dataset_id": ds, "label": label, "created": created,
+                    "total_epsilon": te, "total_delta": td,
+                    "spent_epsilon": sp.epsilon, "spent_delta": sp.delta,
+                    "remaining_epsilon": max(0.0, te - sp.epsilon), "remaining_delta": max(0.0, td - sp.delta),
+                })
+        return out
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        try:
+            con = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"The privacy ledger {str(self.path)!r} is unreadable: {exc}.") from None
+        try:
+            yield con
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"The privacy ledger {str(self.path)!r} is corrupt or unreadable: {exc}.") from None
+        finally:
+            con.close()
+
+
+def default_ledger_path() -> Path:
+    """``$DPSYNTH_LEDGER`` or ``~/.dpsynth/ledger.sqlite``."""
+    env = os.environ.get("DPSYNTH_LEDGER")
+    return Path(env) if env else Path.home() / ".dpsynth" / "ledger.sqlite"
+
+
+def _spent(con: sqlite3.Connection, dataset_id: str) -> PrivacyBudget:
+    row = con.execute(
+        "SELECT COALESCE(SUM(epsilon), 0), COALESCE(SUM(delta), 0) FROM spends WHERE dataset_id = ?", (dataset_id,)
+    ).fetchone()
+    return PrivacyBudget(float(row[0]), min(1.0, float(row[1])))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")

@@ -1,0 +1,218 @@
+"""Values ↔ cells: map a table onto the schema's cells, and cells back to values.
+
+Encoding is the only step besides counting that reads raw values. It is a per-record map
+(each row's cells depend on that row alone), so it is 1-stable and composes with any mechanism
+applied afterwards. What it observes about the data (how many values were clamped, empty or
+unknown) goes into an :class:`EncodingReport` for the curator's eyes only; it is never part of
+a release.
+
+Decoding is post-processing: it draws a value uniformly inside each sampled numeric bin (a
+whole number when the column is integer-valued) and maps categorical cells back to labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from dpsynth.errors import InputError
+from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+
+_SHOW = 5
+
+
+@dataclass
+class ColumnReport:
+    """What encoding saw in one column (curator's eyes only, never released)."""
+
+    name: str
+    clamped_low: int = 0
+    clamped_high: int = 0
+    missing: int = 0
+    unknown_to_missing: int = 0
+    unknown_dropped: int = 0
+
+
+@dataclass
+class EncodingReport:
+    """Per-column observations and the number of rows dropped by an ``on_unknown: drop`` policy."""
+
+    columns: list[ColumnReport] = field(default_factory=list)
+    rows_in: int = 0
+    rows_dropped: int = 0
+
+    def messages(self) -> list[str]:
+        """Plain sentences for the curator, e.g. '12 values of age were above 96 and were clamped'."""
+        out = []
+        for c in self.columns:
+            if c.clamped_low:
+                out.append(f"{c.clamped_low:,} value(s) of {c.name!r} were below the lower bound and were clamped to it.")
+            if c.clamped_high:
+                out.append(f"{c.clamped_high:,} value(s) of {c.name!r} were above the upper bound and were clamped to it.")
+            if c.unknown_to_missing:
+                out.append(f"{c.unknown_to_missing:,} value(s) of {c.name!r} were not in the category list and were counted as missing.")
+            if c.unknown_dropped:
+                out.append(f"{c.unknown_dropped:,} row(s) had a value of {c.name!r} not in the category list and were dropped.")
+        return out
+
+
+@dataclass
+class Encoded:
+    """Integer cell codes (rows × columns) and the curator-only report."""
+
+    codes: np.ndarray
+    report: EncodingReport
+
+
+def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
+    """Map every row to its cell in each schema column (vectorised).
+
+    Raises :class:`InputError` naming the column, the first offending rows and values when a
+    column is absent, a numeric value does not parse, a value is empty where missing values are
+    not allowed, or a category is unknown and the column's policy is ``error``.
+    """
+    missing_cols = [c.name for c in schema.columns if c.name not in df.columns]
+    if missing_cols:
+        raise InputError(f"The data has no column(s) {', '.join(map(repr, missing_cols))} named in the schema.")
+    n = len(df)
+    codes = np.empty((n, len(schema.columns)), dtype=np.int64)
+    keep = np.ones(n, dtype=bool)
+    report = EncodingReport(rows_in=n)
+    for j, col in enumerate(schema.columns):
+        series = df[col.name]
+        if isinstance(series, pd.DataFrame):
+            raise InputError(f"The data has more than one column called {col.name!r}.")
+        rep = ColumnReport(col.name)
+        if isinstance(col, NumericColumn):
+            codes[:, j] = _encode_numeric(series, col, rep)
+        else:
+            cj, drop = _encode_categorical(series, col, rep)
+            codes[:, j] = cj
+            keep &= ~drop
+        report.columns.append(rep)
+    if not keep.all():
+        codes = codes[keep]
+        report.rows_dropped = int((~keep).sum())
+    return Encoded(codes=codes, report=report)
+
+
+def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Turn cell codes into a table: a uniform value inside each numeric bin, labels for categories.
+
+    Post-processing of the codes: it adds no privacy loss. O(rows × columns), vectorised.
+    """
+    data: dict[str, pd.Series | np.ndarray] = {}
+    for j, col in enumerate(schema.columns):
+        c = np.asarray(codes[:, j], dtype=np.int64)
+        if isinstance(col, NumericColumn):
+            data[col.name] = _decode_numeric(c, col, rng)
+        else:
+            labels = np.array(list(col.categories) + [None], dtype=object)
+            data[col.name] = pd.Series(labels[np.minimum(c, len(col.categories))], dtype="object")
+    return pd.DataFrame(data)
+
+
+def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> np.ndarray:
+    values, empty = _to_float(series, col.name)
+    if empty.any():
+        if not col.missing:
+            rows = _rows(empty)
+            raise InputError(
+                f"Column {col.name!r} has {int(empty.sum()):,} empty value(s) (first at row {rows}),"
+                " but the schema does not allow missing values; set missing: true or fill them."
+            )
+        rep.missing = int(empty.sum())
+    low = values < col.lower
+    high = values > col.upper
+    rep.clamped_low, rep.clamped_high = int(low.sum()), int(high.sum())
+    clamped = np.clip(np.where(empty, col.lower, values), col.lower, col.upper)
+    inner = col.edges()[1:-1]
+    out = np.searchsorted(inner, clamped, side="right").astype(np.int64)
+    out[empty] = col.bins
+    return out
+
+
+def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Parse a column to float64; returns (values, empty mask). Text that is not a number is an error."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise InputError(f"Column {name!r} holds true/false values; declare it categorical.")
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        empty = np.isnan(values)
+    else:
+        text = series.astype("string").str.strip()
+        empty = (text.isna() | (text == "")).to_numpy(dtype=bool)
+        values = pd.to_numeric(text.mask(empty), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = np.isnan(values) & ~empty
+        if bad.any():
+            idx = np.flatnonzero(bad)[:_SHOW]
+            shown = ", ".join(f"row {i + 1}: {str(series.iloc[i])[:40]!r}" for i in idx)
+            raise InputError(
+                f"Column {name!r} is numeric in the schema, but {int(bad.sum()):,} value(s) are not numbers ({shown})."
+            )
+    inf = np.isinf(values)
+    if inf.any():
+        idx = np.flatnonzero(inf)[:_SHOW]
+        raise InputError(
+            f"Column {name!r} has infinite value(s) at row(s) {', '.join(str(i + 1) for i in idx)}; use finite numbers."
+        )
+    return values, empty
+
+
+def _encode_categorical(series: pd.Series, col: CategoricalColumn, rep: ColumnReport) -> tuple[np.ndarray, np.ndarray]:
+    text = series.astype("string")
+    empty = (text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool)
+    values = text.mask(empty).to_numpy(dtype=object, na_value=None)
+    out = pd.Index(list(col.categories), dtype=object).get_indexer(values).astype(np.int64)
+    unknown = (out < 0) & ~empty
+    drop = np.zeros(len(out), dtype=bool)
+    if empty.any():
+        if not col.missing:
+            raise InputError(
+                f"Column {col.name!r} has {int(empty.sum()):,} empty value(s) (first at row {_rows(empty)}),"
+                " but the schema does not allow missing values; set missing: true."
+            )
+        rep.missing = int(empty.sum())
+    if unknown.any():
+        if col.on_unknown == "error":
+            vals = pd.unique(text[unknown].to_numpy())[:_SHOW]
+            shown = ", ".join(repr(str(v)[:40]) for v in vals)
+            raise InputError(
+                f"Column {col.name!r} has {int(unknown.sum()):,} value(s) not in its category list"
+                f" (first at row {_rows(unknown)}: {shown}). Add them to the schema, or choose to map"
+                " unknown values to missing or to drop those rows."
+            )
+        if col.on_unknown == "missing":
+            rep.unknown_to_missing = int(unknown.sum())
+            empty = empty | unknown
+        else:
+            rep.unknown_dropped = int(unknown.sum())
+            drop = unknown
+    out[empty] = len(col.categories)
+    out[drop] = 0
+    return out, drop
+
+
+def _decode_numeric(c: np.ndarray, col: NumericColumn, rng: np.random.Generator) -> pd.Series:
+    is_missing = c >= col.bins
+    b = np.minimum(c, col.bins - 1)
+    if col.integer:
+        lo, hi = col.integer_ranges()
+        vals = rng.integers(lo[b], hi[b] + 1)
+        if col.missing:
+            return pd.Series(pd.array(np.where(is_missing, 0, vals), dtype="Int64")).mask(is_missing)
+        return pd.Series(vals.astype(np.int64))
+    edges = col.edges()
+    lo, width = edges[b], edges[b + 1] - edges[b]
+    vals = lo + rng.random(len(c)) * width
+    # keep draws strictly inside [lower, upper] even after rounding
+    vals = np.clip(vals, col.lower, col.upper)
+    if col.missing:
+        vals = np.where(is_missing, np.nan, vals)
+    return pd.Series(vals)
+
+
+def _rows(mask: np.ndarray) -> str:
+    return ", ".join(str(i + 1) for i in np.flatnonzero(mask)[:_SHOW])

@@ -1,0 +1,182 @@
+"""Command line: ``python -m dpsynth release|schema|ledger|resample|preview``.
+
+A thin layer over the library. User errors (bad input, budget exceeded, ledger problems) exit
+with status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from dpsynth import noise
+from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
+from dpsynth.artifacts import card_json, card_markdown
+from dpsynth.drafting import draft_schema
+from dpsynth.errors import DPSynthError, InputError
+from dpsynth.histogram import counts_from_frame
+from dpsynth.io import read_table, to_safe_csv
+from dpsynth.release import DEFAULT_TOTAL_BUDGET, card_summary_line, release
+from dpsynth.schema import load_schema
+from dpsynth.synthesis import synthesize
+from dpsynth.utility import accuracy_preview
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dpsynth", description="Differentially private synthetic data.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("release", help="release a noisy histogram and synthetic data")
+    r.add_argument("input", help="CSV, Parquet or Excel file")
+    r.add_argument("--schema", required=True, help="schema JSON (public bounds, bins, categories)")
+    r.add_argument("--epsilon", type=float, required=True)
+    r.add_argument("--delta", type=float, default=0.0)
+    r.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
+    r.add_argument("--mechanism", default="auto", choices=["auto", "laplace", "gaussian"])
+    r.add_argument("--method", default="auto", choices=["auto", "histogram", "marginals"])
+    r.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy total)")
+    r.add_argument("--expected-rows", type=int, default=None, help="public rough size of the table, for --method auto")
+    r.add_argument("--id-column", default=None, help="column identifying a person (unit of protection)")
+    r.add_argument("--max-rows-per-person", type=int, default=1)
+    r.add_argument("--seed", type=int, default=None, help="reproducible noise: tests and demos only")
+    r.add_argument("--out", required=True, help="synthetic CSV to write")
+    r.add_argument("--histogram-out", default=None)
+    r.add_argument("--card-out", default=None, help="release card JSON (a .md summary is written beside it)")
+    r.add_argument("--model-out", default=None, help="marginals method: model JSON for re-sampling")
+    r.add_argument("--ledger", default=None, help=f"ledger file (default {default_ledger_path()})")
+    r.add_argument("--budget", type=float, default=None, help="total ε for a dataset new to the ledger")
+    r.add_argument("--budget-delta", type=float, default=None, help="total δ for a dataset new to the ledger")
+    r.add_argument("--label", default="", help="a public name for the dataset")
+
+    s = sub.add_parser("schema", help="draft a schema from a file (NOT private: edit before use)")
+    s.add_argument("input")
+    s.add_argument("--out", required=True)
+    s.add_argument("--bins", type=int, default=10)
+
+    ld = sub.add_parser("ledger", help="list datasets and spends")
+    ld.add_argument("--ledger", default=None)
+    ld.add_argument("--json", action="store_true")
+
+    rs = sub.add_parser("resample", help="new synthetic rows from a released histogram (no new ε)")
+    rs.add_argument("histogram", help="histogram CSV written by release")
+    rs.add_argument("--schema", required=True)
+    rs.add_argument("--rows", type=int, required=True)
+    rs.add_argument("--out", required=True)
+    rs.add_argument("--seed", type=int, default=None)
+
+    pv = sub.add_parser("preview", help="expected error before spending budget (touches no data)")
+    pv.add_argument("--schema", required=True)
+    pv.add_argument("--epsilon", type=float, required=True)
+    pv.add_argument("--delta", type=float, default=0.0)
+    pv.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
+    pv.add_argument("--expected-rows", type=int, default=None)
+    return p
+
+
+def _release(a: argparse.Namespace) -> int:
+    schema = load_schema(a.schema)
+    df = read_table(a.input)
+    ledger = Ledger(a.ledger or default_ledger_path())
+    if ledger.created:
+        print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
+    budget = None
+    if a.budget is not None or a.budget_delta is not None:
+        budget = PrivacyBudget(a.budget if a.budget is not None else DEFAULT_TOTAL_BUDGET.epsilon,
+                               a.budget_delta if a.budget_delta is not None else DEFAULT_TOTAL_BUDGET.delta)
+    rel = release(
+        df, schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
+        method=a.method, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, id_column=a.id_column,
+        max_contributions=a.max_rows_per_person, expected_rows=a.expected_rows, dataset_label=a.label or Path(a.input).name,
+    )
+    Path(a.out).write_bytes(to_safe_csv(rel.synthetic))
+    if a.histogram_out:
+        if rel.histogram is not None:
+            Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))
+        else:
+            from dpsynth.artifacts import release_files
+
+            Path(a.histogram_out).write_bytes(release_files(rel)["marginals.csv"])
+    if a.model_out and rel.model is not None:
+        Path(a.model_out).write_text(json.dumps(rel.model.to_dict()), encoding="utf-8")
+    if a.card_out:
+        Path(a.card_out).write_text(card_json(rel.card), encoding="utf-8")
+        Path(a.card_out).with_suffix(".md").write_text(card_markdown(rel.card), encoding="utf-8")
+    for msg in rel.report.messages():
+        print(f"note (for you only, not released): {msg}", file=sys.stderr)
+    for w in rel.card["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"{card_summary_line(rel.card)}: wrote {len(rel.synthetic):,} synthetic rows to {a.out}")
+    return 0
+
+
+def _schema(a: argparse.Namespace) -> int:
+    df = read_table(a.input)
+    schema, left_out = draft_schema(df, bins=a.bins)
+    Path(a.out).write_text(schema.to_json(), encoding="utf-8")
+    print(
+        f"Wrote a draft schema to {a.out}. WARNING: its bounds and categories were read from the data"
+        " and are NOT private; replace them with public values before releasing.", file=sys.stderr,
+    )
+    if left_out:
+        print(f"Left out (too many distinct values or empty): {', '.join(left_out)}", file=sys.stderr)
+    return 0
+
+
+def _ledger(a: argparse.Namespace) -> int:
+    ledger = Ledger(a.ledger or default_ledger_path(), create=False)
+    datasets = ledger.datasets()
+    if a.json:
+        print(json.dumps({"datasets": datasets, "spends": [s.__dict__ for s in ledger.spends()]}, indent=2))
+        return 0
+    if not datasets:
+        print("The ledger has no datasets yet.")
+    for d in datasets:
+        print(f"{d['label']} [{d['dataset_id'][:12]}]: spent ε = {d['spent_epsilon']:g} of {d['total_epsilon']:g}"
+              f" (δ {d['spent_delta']:g} of {d['total_delta']:g})")
+        for s in ledger.spends(d["dataset_id"]):
+            print(f"  {s.time}  ε = {s.epsilon:g}  δ = {s.delta:g}  {s.mechanism}  ({s.purpose})")
+    return 0
+
+
+def _resample(a: argparse.Namespace) -> int:
+    schema = load_schema(a.schema)
+    frame = read_table(a.histogram)
+    counts = counts_from_frame(frame, schema)
+    rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
+    out = synthesize(counts, schema, a.rows, rng=rng)
+    Path(a.out).write_bytes(to_safe_csv(out))
+    print(f"Wrote {len(out):,} rows re-sampled from the released histogram (no privacy budget used) to {a.out}")
+    return 0
+
+
+def _preview(a: argparse.Namespace) -> int:
+    schema = load_schema(a.schema)
+    p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
+    print(f"{p['n_cells']:,} cells, {p['mechanism']} noise with standard deviation {p['noise_std']:.2f} per cell.")
+    print(f"95% of cells are within ±{p['interval_95']:g} of the truth; with 95% probability all are within ±{p['cell_bound']:g}.")
+    for w in p["warnings"]:
+        print(f"warning: {w}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = _parser()
+    a = parser.parse_args(argv)
+    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview}
+    try:
+        return handlers[a.command](a)
+    except DPSynthError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except (OSError, pd.errors.ParserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except InputError as exc:  # pragma: no cover - InputError is a DPSynthError; kept for clarity
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

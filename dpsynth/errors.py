@@ -1,0 +1,37 @@
+"""Errors: the user's (bad input, exhausted budget) versus the library's (a bug).
+
+User errors carry a message a curator can act on, naming the column, row or value at fault.
+The CLI turns them into one line on stderr and exit status 2; the dashboard shows them with
+``st.error``. Anything else escaping the library is a bug.
+"""
+
+from __future__ import annotations
+
+
+class DPSynthError(Exception):
+    """Base class of every error dpsynth raises on purpose."""
+
+
+class InputError(DPSynthError, ValueError):
+    """The curator's input (a file, a schema, a parameter) cannot be used as given."""
+
+
+class BudgetExceededError(DPSynthError):
+    """A spend would take a dataset past its total privacy budget; nothing was spent."""
+
+    def __init__(self, requested: str, remaining: str, dataset: str) -> None:
+        self.requested = requested
+        self.remaining = remaining
+        self.dataset = dataset
+        super().__init__(
+            "Cannot release without exceeding the privacy budget of this dataset.\n"
+            f"Requested: {requested}\nRemaining: {remaining}"
+        )
+
+
+class LedgerError(DPSynthError):
+    """The privacy ledger is missing, corrupt or unwritable; it is never reset silently."""
+
+
+class InternalError(AssertionError):
+    """An invariant of dpsynth itself was violated: this is a bug, please report it."""

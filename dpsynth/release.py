@@ -1,0 +1,299 @@
+"""``release()``: the one path from a table to a private release, shared by the UI, CLI and tests.
+
+A release is a function of (data, schema, privacy parameters, generator)::
+
+    table ─encode→ cell codes ─count→ exact counts ─[ledger.charge first]→ mechanism → noisy counts
+                                                                            │
+                                        post-processing (clamp, normalise, sample, decode)
+                                                                            ▼
+                                                  synthetic rows + noisy histogram + card
+
+Only the mechanism's output leaves this module; what encoding observed about the data (clamped
+values, dropped rows) is returned in ``Release.report`` for the curator and is not part of any
+released artifact. Nothing in the card depends on the data: not n, not a hash, not min/max.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from dpsynth import noise
+from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.binning import EncodingReport, encode
+from dpsynth.datasets import dataset_fingerprint
+from dpsynth.errors import InputError
+from dpsynth.histogram import MAX_DENSE_CELLS, count_cells, histogram_frame
+from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
+from dpsynth.neighbours import Neighbours
+from dpsynth.schema import Schema
+from dpsynth.synthesis import noisy_total, synthesize
+
+Method = Literal["histogram", "marginals", "auto"]
+Progress = Callable[[float, str], None]
+
+#: A total budget given to a dataset the ledger has not seen, when the caller names none.
+DEFAULT_TOTAL_BUDGET = PrivacyBudget(epsilon=4.0, delta=1e-6)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a release produced. ``synthetic``, ``histogram``/``marginals`` and ``card`` are released;
+    ``report`` is for the curator's eyes only."""
+
+    synthetic: pd.DataFrame
+    card: dict[str, Any]
+    schema: Schema
+    histogram: pd.DataFrame | None = None
+    noisy_counts: np.ndarray | None = None
+    model: Any = None
+    report: EncodingReport = field(default_factory=EncodingReport)
+
+    @property
+    def marginals(self) -> list[pd.DataFrame]:
+        """The released noisy marginals of the marginals method (one table per measured set)."""
+        if self.model is None:
+            return []
+        return model_marginal_frames(self.model, self.schema)
+
+    def resample(self, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
+        """New synthetic rows from the released histogram or model: post-processing, no new ε."""
+        return resample(self, rows, rng=rng)
+
+
+def release(
+    df: pd.DataFrame,
+    schema: Schema,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    mechanism: str = "auto",
+    method: Method = "histogram",
+    rows: int | None = None,
+    rng: np.random.Generator | None = None,
+    seed: int | None = None,
+    ledger: Ledger | None = None,
+    dataset_id: str | None = None,
+    dataset_label: str = "",
+    budget: PrivacyBudget | None = None,
+    id_column: str | None = None,
+    max_contributions: int = 1,
+    expected_rows: int | None = None,
+    purpose: str = "synthetic data release",
+    created: str | None = None,
+    progress: Progress | None = None,
+) -> Release:
+    """Release a noisy histogram (or noisy marginals) and synthetic rows sampled from it.
+
+    Guarantee: the released artifacts are (ε, δ)-DP with respect to the chosen neighbouring
+    relation and unit of protection (a row, or a person with at most ``max_contributions`` rows
+    in ``id_column``). With ``delta == 0`` noise is discrete Laplace (ε-DP); with ``delta > 0``
+    it is discrete Gaussian unless ``mechanism='laplace'``. If a ``ledger`` is given the spend is
+    committed to it before any noise is drawn, and a spend over the dataset's budget is refused.
+
+    ``rng`` defaults to a CSPRNG (:func:`dpsynth.noise.secure_rng`); ``seed`` makes the release
+    reproducible and the card then says it is not for publication.
+    """
+    report_progress = progress or (lambda _f, _m: None)
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    if rows is not None and (int(rows) != rows or rows < 0):
+        raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
+    if rng is not None and seed is not None:
+        raise InputError("Pass either a generator or a seed, not both.")
+    if rng is None:
+        rng = noise.seeded_rng(seed) if seed is not None else noise.secure_rng()
+    secure = noise.is_secure(rng)
+    if not isinstance(df, pd.DataFrame) or len(df.columns) == 0:
+        raise InputError("The table has no columns.")
+
+    report_progress(0.05, "Checking the data against the schema")
+    data, unit = _bound_contributions(df, id_column, max_contributions, rng=rng)
+    encoded = encode(data, schema)
+    mech = calibrate(eps, dlt, rel, max_contributions, kind=mechanism)
+    chosen, why = choose_method(schema, mech, method, expected_rows)
+
+    if ledger is not None:
+        ds = dataset_id or dataset_fingerprint(df)
+        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
+        report_progress(0.15, "Recording the spend in the privacy ledger")
+        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"{chosen}: {mech.describe()['mechanism']}", purpose=purpose)
+
+    card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
+    card["method"] = {"name": chosen, "why": why}
+    if chosen == "histogram":
+        report_progress(0.3, "Counting and adding noise to every cell")
+        noisy = mech(count_cells(encoded.codes, schema), rng=rng)
+        m = noisy_total(noisy) if rows is None else int(rows)
+        report_progress(0.6, "Sampling synthetic rows")
+        synthetic = synthesize(noisy, schema, m, rng=rng)
+        card["mechanism"] = mech.describe()
+        card["post_processing"] = _post_processing(rows, m)
+        card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"]
+        out = Release(synthetic=synthetic, card=card, schema=schema, histogram=histogram_frame(noisy, schema),
+                      noisy_counts=noisy, report=encoded.report)
+    else:
+        from dpsynth.marginals import fit_marginal_model
+
+        report_progress(0.2, "Selecting and measuring marginals")
+        model = fit_marginal_model(
+            encoded.codes, schema.sizes, epsilon=eps, delta=dlt, neighbours=rel,
+            max_contributions=max_contributions, rng=rng,
+            progress=lambda f, msg: report_progress(0.2 + 0.6 * f, msg),
+        )
+        m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
+        report_progress(0.85, "Sampling synthetic rows")
+        synthetic = _decode_model_sample(model, schema, m, rng)
+        card["mechanism"] = model.describe()
+        card["post_processing"] = _post_processing(rows, m)
+        card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"]
+        out = Release(synthetic=synthetic, card=card, schema=schema, model=model, report=encoded.report)
+    report_progress(1.0, "Done")
+    return out
+
+
+def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: int | None) -> tuple[str, str]:
+    """The method and the reason, decided from public inputs only (schema, ε, δ, a public size hint)."""
+    n_cells = schema.n_cells
+    if method == "histogram":
+        return "histogram", "chosen by the curator"
+    if method == "marginals":
+        return "marginals", "chosen by the curator"
+    if method != "auto":
+        raise InputError(f"Unknown method {method!r}; use histogram, marginals or auto.")
+    if n_cells > MAX_DENSE_CELLS:
+        return "marginals", f"the full histogram has {n_cells:,} cells, more than fit in memory"
+    hint = expected_rows if expected_rows else 10_000
+    noise_mass = n_cells * mech.noise_std()
+    if len(schema.columns) > 2 and noise_mass > 0.25 * hint:
+        return "marginals", (
+            f"noise on {n_cells:,} cells (about {noise_mass:,.0f} in total) would swamp a table of about"
+            f" {hint:,} rows"
+        )
+    return "histogram", f"the full histogram ({n_cells:,} cells) is small enough for ε = {mech.epsilon:g}"
+
+
+def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic rows from a release's noisy histogram or model (post-processing)."""
+    if rel.noisy_counts is not None:
+        return synthesize(rel.noisy_counts, rel.schema, rows, rng=rng)
+    if rel.model is not None:
+        return _decode_model_sample(rel.model, rel.schema, rows, rng)
+    raise InputError("This release holds neither a histogram nor a model to sample from.")
+
+
+def model_marginal_frames(model: Any, schema: Schema) -> list[pd.DataFrame]:
+    """Each noisy marginal of a fitted model as a table of cell labels and ``count``."""
+    frames = []
+    for cols, counts in model.measurements:
+        sub = schema.select([schema.columns[j].name for j in cols])
+        frames.append(histogram_frame(np.asarray(counts).ravel(), sub))
+    return frames
+
+
+def _decode_model_sample(model: Any, schema: Schema, rows: int, rng: np.random.Generator) -> pd.DataFrame:
+    from dpsynth.binning import decode
+
+    return decode(model.sample(rows, rng=rng), schema, rng=rng)
+
+
+def _bound_contributions(
+    df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Keep at most k uniformly chosen rows per ID (a stable transformation), so sensitivity scales with k."""
+    if id_column is None:
+        if k != 1:
+            raise InputError("Several rows per person need an ID column to bound contributions.")
+        return df, {"unit": "record", "description": "one row of the table"}
+    if id_column not in df.columns:
+        raise InputError(f"The ID column {id_column!r} is not in the table.")
+    order = rng.permutation(len(df))
+    shuffled = df.iloc[order]
+    rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
+    kept = shuffled[rank < k].drop(columns=[id_column])
+    return kept, {
+        "unit": "person",
+        "id_column": id_column,
+        "max_rows_per_person": k,
+        "description": f"all rows sharing a value of {id_column!r} (at most {k} kept per person, chosen at random)",
+    }
+
+
+def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
+    return {
+        "steps": ["negative noisy counts clamped to 0", "normalised to probabilities",
+                  "cells sampled (multinomial)", "values drawn uniformly inside each numeric bin"],
+        "synthetic_rows": m,
+        "synthetic_rows_source": "the noisy total of the released counts" if rows is None else "set by the curator",
+    }
+
+
+def _card_base(
+    schema: Schema, eps: float, dlt: float, rel: Neighbours, unit: dict[str, Any], secure: bool,
+    seed: int | None, created: str | None, label: str,
+) -> dict[str, Any]:
+    warnings = []
+    derived = schema.data_derived()
+    if derived:
+        warnings.append(
+            "NOT PRIVATE: the bounds or categories of " + ", ".join(map(repr, derived)) +
+            " were taken from the data without a DP mechanism; they can reveal individual values."
+        )
+    if not secure:
+        warnings.append("Reproducible (seeded) noise: for tests and demonstrations only, NOT for publication.")
+    return {
+        "format": "dpsynth-release-card/1",
+        "release_id": uuid.uuid4().hex if secure else f"seeded-{seed}",
+        "created": created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dataset": label,
+        "privacy": {
+            "epsilon": eps,
+            "delta": dlt,
+            "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
+            "neighbours": rel.value,
+            "neighbours_meaning": rel.describe(),
+            "unit_of_protection": unit,
+            "composition": "the whole release costs (ε, δ): the cells are disjoint (parallel composition) and "
+                           "everything after the noise is post-processing",
+        },
+        "randomness": {
+            "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
+            else "seeded pseudo-random generator",
+            "reproducible": not secure,
+            "for_publication": secure,
+        },
+        "schema": schema.to_dict(),
+        "unknown_category_policies": {
+            c.name: c.on_unknown for c in schema.columns if getattr(c, "on_unknown", "error") != "error"
+        },
+        "warnings": warnings,
+        "software": _versions(),
+    }
+
+
+def _versions() -> dict[str, str]:
+    import scipy
+
+    from dpsynth import __version__
+
+    return {"dpsynth": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "pandas": pd.__version__, "scipy": scipy.__version__}
+
+
+def card_summary_line(card: dict[str, Any]) -> str:
+    """One line: method, ε, δ, neighbours."""
+    p = card["privacy"]
+    d = f", δ = {p['delta']:g}" if p["delta"] else ""
+    return f"{card['method']['name']} release, ε = {p['epsilon']:g}{d}, {p['neighbours']} neighbours"
+
+
+_ = math

@@ -1,0 +1,331 @@
+"""The schema: the single public description of a table's domain.
+
+A schema lists the columns a release covers. Numeric columns have public bounds ``[lower,
+upper]`` cut into ``bins`` equal-width bins; categorical columns have a public list of
+categories. Either may allow a *missing* cell. Everything in a schema is public: it must come
+from the curator's knowledge, documentation, or a DP estimate charged to the budget. A draft
+proposed from the data (:func:`dpsynth.drafting.draft_schema`) marks such values with
+``provenance="data"`` so that the UI and the release card can warn that they are not private
+(seed 000: "M = max|x_i| is not allowed!!!").
+
+JSON form (round-trips with :meth:`Schema.to_json` / :meth:`Schema.from_json`)::
+
+    {"columns": [
+      {"name": "age", "type": "numeric", "lower": 16, "upper": 96, "bins": 10, "integer": true},
+      {"name": "workclass", "type": "categorical",
+       "categories": ["Private", "State-gov"], "missing": true, "on_unknown": "missing"}
+    ]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from dpsynth.errors import InputError
+
+Provenance = Literal["public", "data", "private"]
+UnknownPolicy = Literal["error", "missing", "drop"]
+PROVENANCES: tuple[str, ...] = ("public", "data", "private")
+UNKNOWN_POLICIES: tuple[str, ...] = ("error", "missing", "drop")
+MISSING_LABEL = "(missing)"
+MAX_CATEGORIES = 10_000
+MAX_BINS = 10_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class NumericColumn:
+    """A numeric column binned into ``bins`` equal-width bins on public bounds ``[lower, upper]``.
+
+    Bin ``j`` is ``[lower + j·h, lower + (j+1)·h)`` with ``h = (upper - lower) / bins``; the
+    value ``upper`` falls in the last bin. Values outside the bounds are clamped (seed 000's
+    ``[L, U]`` assumption). With ``integer`` the synthetic values are whole numbers, and every bin
+    must contain one. With ``missing`` an extra last cell holds empty values (NaN).
+    """
+
+    name: str
+    lower: float
+    upper: float
+    bins: int
+    integer: bool = False
+    missing: bool = False
+    provenance: Provenance = "public"
+    type: Literal["numeric"] = field(default="numeric", init=False)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        for attr in ("lower", "upper"):
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InputError(f"Column {self.name!r}: {attr} must be a finite number, got {value!r}.")
+        if not self.lower < self.upper:
+            raise InputError(
+                f"Column {self.name!r}: lower ({self.lower}) must be less than upper ({self.upper})."
+            )
+        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= MAX_BINS:
+            raise InputError(f"Column {self.name!r}: bins must be a whole number from 1 to {MAX_BINS}, got {self.bins!r}.")
+        _check_provenance(self.name, self.provenance)
+        if self.integer:
+            lo, hi = self.integer_ranges()
+            if np.any(hi < lo):
+                raise InputError(
+                    f"Column {self.name!r}: with {self.bins} bins on [{self.lower}, {self.upper}] some bin"
+                    " contains no whole number; use fewer bins or set integer to false."
+                )
+
+    @property
+    def n_cells(self) -> int:
+        """Number of cells: the bins, plus one for missing values if allowed."""
+        return self.bins + int(self.missing)
+
+    def edges(self) -> np.ndarray:
+        """The ``bins + 1`` bin edges, ``lower`` to ``upper``."""
+        j = np.arange(self.bins + 1, dtype=np.float64)
+        edges = self.lower + j * ((self.upper - self.lower) / self.bins)
+        edges[-1] = self.upper
+        return edges
+
+    def integer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bin, the smallest and largest whole number it contains (largest < smallest: none)."""
+        edges = self.edges()
+        lo = np.ceil(edges[:-1])
+        hi = np.ceil(edges[1:]) - 1.0
+        hi[-1] = math.floor(self.upper)
+        return lo.astype(np.int64), hi.astype(np.int64)
+
+    def labels(self) -> list[str]:
+        """Readable labels of the cells, e.g. ``[16, 24)``; the last bin is closed."""
+        edges = self.edges()
+        out = []
+        for j in range(self.bins):
+            close = "]" if j == self.bins - 1 else ")"
+            out.append(f"[{_fmt(edges[j])}, {_fmt(edges[j + 1])}{close}")
+        if self.missing:
+            out.append(MISSING_LABEL)
+        return out
+
+    def midpoints(self) -> np.ndarray:
+        """Bin midpoints ``l_j + h/2`` (seed 000's histogram mean)."""
+        e = self.edges()
+        return (e[:-1] + e[1:]) / 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CategoricalColumn:
+    """A categorical column over a public list of categories (compared as strings).
+
+    ``on_unknown`` says what happens to a value not in the list: ``error`` (default; the message
+    names the column and the value), ``missing`` (counted in the missing cell; needs
+    ``missing``) or ``drop`` (the row is removed). The release card records the policy.
+    """
+
+    name: str
+    categories: tuple[str, ...]
+    missing: bool = False
+    on_unknown: UnknownPolicy = "error"
+    provenance: Provenance = "public"
+    type: Literal["categorical"] = field(default="categorical", init=False)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        cats = tuple(str(c) for c in self.categories)
+        object.__setattr__(self, "categories", cats)
+        if not cats:
+            raise InputError(f"Column {self.name!r}: the list of categories is empty.")
+        if len(cats) > MAX_CATEGORIES:
+            raise InputError(
+                f"Column {self.name!r}: {len(cats):,} categories is more than the {MAX_CATEGORIES:,}"
+                " a histogram can use; group them or leave the column out."
+            )
+        seen: set[str] = set()
+        for c in cats:
+            if c in seen:
+                raise InputError(f"Column {self.name!r}: category {c!r} is listed twice.")
+            if c == "":
+                raise InputError(f"Column {self.name!r}: an empty category name; use missing: true instead.")
+            seen.add(c)
+        if self.on_unknown not in UNKNOWN_POLICIES:
+            raise InputError(
+                f"Column {self.name!r}: on_unknown must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.on_unknown!r}."
+            )
+        if self.on_unknown == "missing" and not self.missing:
+            raise InputError(f"Column {self.name!r}: on_unknown 'missing' needs missing: true.")
+        _check_provenance(self.name, self.provenance)
+
+    @property
+    def n_cells(self) -> int:
+        """Number of cells: the categories, plus one for missing values if allowed."""
+        return len(self.categories) + int(self.missing)
+
+    def labels(self) -> list[str]:
+        """Cell labels: the categories, then the missing cell if allowed."""
+        return list(self.categories) + ([MISSING_LABEL] if self.missing else [])
+
+
+Column = NumericColumn | CategoricalColumn
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of column specs; the histogram's cells are the product of their cells."""
+
+    columns: tuple[Column, ...]
+
+    def __post_init__(self) -> None:
+        cols = tuple(self.columns)
+        object.__setattr__(self, "columns", cols)
+        if not cols:
+            raise InputError("The schema has no columns; include at least one.")
+        names = [c.name for c in cols]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InputError(f"The schema names column(s) {', '.join(map(repr, dupes))} more than once.")
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Cells per column."""
+        return tuple(c.n_cells for c in self.columns)
+
+    @property
+    def n_cells(self) -> int:
+        """Cells of the full multivariate histogram (a Python int: it can be astronomically large)."""
+        return math.prod(self.sizes)
+
+    def column(self, name: str) -> Column:
+        """The spec of the column called ``name``."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise InputError(f"The schema has no column {name!r}.")
+
+    def select(self, names: list[str]) -> Schema:
+        """The sub-schema of the given columns, in the given order."""
+        return Schema(tuple(self.column(n) for n in names))
+
+    def replace(self, column: Column) -> Schema:
+        """A copy with the column of the same name replaced."""
+        self.column(column.name)
+        return Schema(tuple(column if c.name == column.name else c for c in self.columns))
+
+    def data_derived(self) -> list[str]:
+        """Columns whose bounds or categories were taken from the data (not private)."""
+        return [c.name for c in self.columns if c.provenance == "data"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; defaults are written out so the file documents itself."""
+        cols = []
+        for c in self.columns:
+            d = asdict(c)
+            if isinstance(c, CategoricalColumn):
+                d["categories"] = list(c.categories)
+            d = {"name": d.pop("name"), "type": d.pop("type"), **d}
+            cols.append(d)
+        return {"columns": cols}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text of :meth:`to_dict`."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Schema:
+        """Build from the JSON form; every problem is an :class:`InputError` naming the column."""
+        if not isinstance(data, dict) or not isinstance(data.get("columns"), list):
+            raise InputError('A schema must be a JSON object with a "columns" list.')
+        cols: list[Column] = []
+        for i, raw in enumerate(data["columns"]):
+            cols.append(_column_from_dict(raw, i))
+        return cls(tuple(cols))
+
+    @classmethod
+    def from_json(cls, text: str) -> Schema:
+        """Parse JSON text (see :meth:`from_dict`)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"The schema is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
+        return cls.from_dict(data)
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read a schema from a JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"Schema file {str(p)!r} does not exist.") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"Cannot read schema file {str(p)!r}: {exc}.") from None
+    return Schema.from_json(text)
+
+
+_NUMERIC_KEYS = {"name", "type", "lower", "upper", "bins", "integer", "missing", "provenance"}
+_CATEGORICAL_KEYS = {"name", "type", "categories", "missing", "on_unknown", "provenance"}
+
+
+def _column_from_dict(raw: Any, i: int) -> Column:
+    if not isinstance(raw, dict):
+        raise InputError(f"Schema column #{i + 1} must be a JSON object.")
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise InputError(f"Schema column #{i + 1} needs a string \"name\".")
+    kind = raw.get("type")
+    if kind == "numeric":
+        extra = set(raw) - _NUMERIC_KEYS
+        missing = {"lower", "upper", "bins"} - set(raw)
+        if missing:
+            raise InputError(f"Column {name!r}: numeric columns need {', '.join(sorted(missing))}.")
+        if extra:
+            raise InputError(f"Column {name!r}: unknown field(s) {', '.join(sorted(extra))}.")
+        bins = raw["bins"]
+        if isinstance(bins, float) and bins.is_integer():
+            bins = int(bins)
+        return NumericColumn(
+            name=name, lower=raw["lower"], upper=raw["upper"], bins=bins,
+            integer=_bool(raw.get("integer", False), name, "integer"),
+            missing=_bool(raw.get("missing", False), name, "missing"),
+            provenance=raw.get("provenance", "public"),
+        )
+    if kind == "categorical":
+        extra = set(raw) - _CATEGORICAL_KEYS
+        if extra:
+            raise InputError(f"Column {name!r}: unknown field(s) {', '.join(sorted(extra))}.")
+        cats = raw.get("categories")
+        if not isinstance(cats, list):
+            raise InputError(f"Column {name!r}: categorical columns need a \"categories\" list.")
+        return CategoricalColumn(
+            name=name, categories=tuple(cats),
+            missing=_bool(raw.get("missing", False), name, "missing"),
+            on_unknown=raw.get("on_unknown", "error"),
+            provenance=raw.get("provenance", "public"),
+        )
+    raise InputError(f"Column {name!r}: type must be \"numeric\" or \"categorical\", got {kind!r}.")
+
+
+def _bool(value: Any, name: str, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"Column {name!r}: {key} must be true or false, got {value!r}.")
+    return value
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"Every column needs a non-empty name, got {name!r}.")
+
+
+def _check_provenance(name: str, provenance: str) -> None:
+    if provenance not in PROVENANCES:
+        raise InputError(f"Column {name!r}: provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}.")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
