@@ -1,0 +1,163 @@
+"""Benchmark of the many-columns method (dpsynth.marginals) on Adult and Titanic.
+
+Prints, per dataset and ε, the average total-variation distance (TVD) between real and synthetic
+2-way marginals (all column pairs) and 3-way marginals (a fixed seeded sample of 300 triples, or
+all triples when fewer), and the wall time, next to non-private baselines computed in the same
+run (independent columns; resampling the real rows). Times are also given as a ratio to a fixed
+numpy workload timed in the same process (the machine is shared and noisy).
+
+    python benchmarks/bench_marginals.py                       # Adult + Titanic, ε ∈ {0.3, 1, 3}
+    python benchmarks/bench_marginals.py --seeds 5 --eps 1     # more seeds, one ε
+    python benchmarks/bench_marginals.py --data ../shared/data --json out.json
+
+Seeds are for the benchmark only (reproducible comparison); releases use a secure generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dpsynth.binning import encode  # noqa: E402
+from dpsynth.marginals import fit_marginal_model  # noqa: E402
+from dpsynth.schema import load_schema  # noqa: E402
+
+
+def marginal(codes: np.ndarray, sizes: tuple[int, ...], cols: tuple[int, ...]) -> np.ndarray:
+    """Normalised marginal of ``cols``."""
+    shape = tuple(sizes[c] for c in cols)
+    idx = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
+    m = np.bincount(idx, minlength=math.prod(shape)).astype(np.float64)
+    return m / max(1.0, m.sum())
+
+
+class Workload:
+    """All pairs and a fixed sample of triples, with the real marginals cached."""
+
+    def __init__(self, real: np.ndarray, sizes: tuple[int, ...], n_triples: int = 300, seed: int = 0) -> None:
+        d = real.shape[1]
+        self.sizes = sizes
+        self.pairs = list(combinations(range(d), 2))
+        triples = list(combinations(range(d), 3))
+        if len(triples) > n_triples:
+            pick = np.random.default_rng(seed).choice(len(triples), size=n_triples, replace=False)
+            triples = [triples[i] for i in sorted(pick)]
+        self.triples = triples
+        self.real = {c: marginal(real, sizes, c) for c in self.pairs + self.triples}
+
+    def tvd(self, synth: np.ndarray) -> tuple[float, float]:
+        """Average TVD over pairs and over triples."""
+        def avg(sets: list[tuple[int, ...]]) -> float:
+            if not sets:
+                return float("nan")
+            return float(np.mean([0.5 * np.abs(self.real[c] - marginal(synth, self.sizes, c)).sum() for c in sets]))
+        return avg(self.pairs), avg(self.triples)
+
+
+def reference_seconds(real: np.ndarray, sizes: tuple[int, ...]) -> float:
+    """Time of a fixed numpy workload (all 2-way marginals, 5 times): the unit for time ratios."""
+    t0 = time.perf_counter()
+    for _ in range(5):
+        for c in combinations(range(real.shape[1]), 2):
+            marginal(real, sizes, c)
+    return time.perf_counter() - t0
+
+
+def independent(real: np.ndarray, sizes: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Non-private baseline: each column drawn from its real one-way marginal."""
+    n, d = real.shape
+    out = np.empty_like(real)
+    for j in range(d):
+        out[:, j] = rng.choice(sizes[j], size=n, p=marginal(real, sizes, (j,)))
+    return out
+
+
+def run_dataset(name: str, csv: Path, schema_path: Path, epsilons: list[float], seeds: int, delta: float,
+                results: list[dict]) -> None:
+    schema = load_schema(schema_path)
+    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    enc = encode(df, schema)
+    real, sizes = enc.codes, schema.sizes
+    n, d = real.shape
+    work = Workload(real, sizes)
+    unit = reference_seconds(real, sizes)
+    print(f"\n== {name}: {n:,} rows × {d} columns, {len(work.pairs)} pairs, {len(work.triples)} triples;"
+          f" time unit (all 2-way marginals ×5) = {unit:.3f} s")
+    print(f"{'method':<34} {'eps':>5} {'2-way TVD':>11} {'3-way TVD':>11} {'seconds':>9} {'÷unit':>8}")
+
+    def row(method: str, eps: float | None, tv2: list[float], tv3: list[float], secs: list[float]) -> None:
+        e = "-" if eps is None else f"{eps:g}"
+        s2 = f"{np.mean(tv2):.4f}" + (f"±{np.std(tv2):.4f}" if len(tv2) > 1 else "")
+        s3 = f"{np.mean(tv3):.4f}" + (f"±{np.std(tv3):.4f}" if len(tv3) > 1 else "")
+        ts = f"{np.mean(secs):9.2f}" if secs else f"{'-':>9}"
+        tr = f"{np.mean(secs) / unit:8.1f}" if secs else f"{'-':>8}"
+        print(f"{method:<34} {e:>5} {s2:>11} {s3:>11} {ts} {tr}", flush=True)
+        results.append({"dataset": name, "method": method, "epsilon": eps, "delta": delta,
+                        "tvd2": float(np.mean(tv2)), "tvd3": float(np.mean(tv3)),
+                        "tvd2_runs": tv2, "tvd3_runs": tv3, "seconds": secs, "time_unit": unit})
+
+    rng = np.random.default_rng(12345)
+    r2, r3 = zip(*(work.tvd(real[rng.integers(0, n, n)]) for _ in range(seeds)), strict=True)
+    row("resample real rows (not private)", None, list(r2), list(r3), [])
+    i2, i3 = zip(*(work.tvd(independent(real, sizes, rng)) for _ in range(seeds)), strict=True)
+    row("independent columns (not private)", None, list(i2), list(i3), [])
+    for eps in epsilons:
+        tv2, tv3, secs = [], [], []
+        for s in range(seeds):
+            g = np.random.default_rng(1000 + s)
+            t0 = time.perf_counter()
+            model = fit_marginal_model(real, sizes, epsilon=eps, delta=delta, neighbours="add-remove", rng=g)
+            synth = model.sample(n, rng=g)
+            secs.append(time.perf_counter() - t0)
+            a, b = work.tvd(synth)
+            tv2.append(a)
+            tv3.append(b)
+        row("dpsynth marginals (2-tree)", eps, tv2, tv3, secs)
+
+
+def print_peers(path: Path) -> None:
+    """Peers measured by benchmarks/peers (if that run left a results file)."""
+    files = sorted(path.glob("*.json")) if path.is_dir() else []
+    for f in files:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        print(f"\n-- peer results from {f.relative_to(ROOT)} (measured separately) --")
+        print(json.dumps(data, indent=1)[:4000])
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(ROOT / ".." / "shared" / "data"), help="folder with adult.csv etc.")
+    ap.add_argument("--eps", type=float, nargs="+", default=[0.3, 1.0, 3.0])
+    ap.add_argument("--delta", type=float, default=1e-9)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--only", choices=["adult", "titanic"], default=None)
+    ap.add_argument("--json", default=None, help="write all results to this JSON file")
+    args = ap.parse_args(argv)
+    data = Path(args.data)
+    results: list[dict] = []
+    if args.only in (None, "adult"):
+        run_dataset("adult", data / "adult.csv", data / "adult_schema.json", args.eps, args.seeds, args.delta, results)
+    if args.only in (None, "titanic"):
+        run_dataset("titanic", data / "titanic.csv", ROOT / "benchmarks" / "titanic_schema.json", args.eps,
+                    args.seeds, args.delta, results)
+    print_peers(ROOT / "benchmarks" / "peers" / "results")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,661 @@
+"""Many columns: select–measure–reconstruct with a junction tree of low-order marginals.
+
+When the full histogram is too large (Adult: ~10¹⁵ cells), we measure a few small noisy
+marginals chosen well, fit a graphical model consistent with them, and sample rows from it
+(seed 003, "Select-Measure-Reconstruct" [LHR+10]; MST [McKenna et al. 2021]; PrivBayes [Zhang
+et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a 2-tree*:
+
+1. **One-way marginals** of every column are measured (budget share ``one_way_share``).
+2. **Rounds** ``t = 1 … d−1``. Each round selects one clique with the exponential mechanism and
+   measures it. Round 1 picks a pair of columns; every later round attaches one new column
+   ``x`` to the model, either with one parent ``{x, u}`` or with two parents ``{x, u, v}``
+   where ``{u, v}`` already lie in one measured clique. The cliques therefore form a junction
+   tree of width ≤ 2 (a "2-tree", i.e. a Bayesian network of degree ≤ 2 whose parent sets are
+   complete), which we can sample exactly and quickly.
+
+   The score of a candidate clique ``C`` is AIM's [McKenna et al. 2022, §4]:
+   ``q(C) = ‖M_C(D) − N̂·P̂_C‖₁ − E‖noise_C‖₁`` where ``P̂_C`` is the current model's estimate
+   (the noisy marginal of the clique's separator times the noisy one-way of ``x``; before round
+   1 the product of noisy one-ways) and the last term, data-independent, is the expected L1
+   size of the noise the measurement would add (√(2/π)·σ per cell for the Gaussian). ``P̂_C``
+   and ``N̂`` are functions of earlier noisy releases only, so adding or removing one person
+   changes ``q`` by at most the histogram's L1 sensitivity Δ₁ (:mod:`dpsynth.neighbours`).
+3. **Reconstruction** (post-processing): the noisy total ``N̂`` is the inverse-variance mean
+   of the sums of all measured tables. Each measured table is projected onto the scaled
+   simplex ``{t ≥ 0, Σt = N̂}`` (Euclidean projection; it removes most of the noise in empty
+   cells), one-way tables are merged into the model's column marginals, and the conditional
+   ``P(x | separator)`` of each clique is read from its table, shrunk toward ``P(x)`` where the
+   separator cell holds few rows. The result is a Bayesian network over the 2-tree.
+4. **Sampling** (post-processing): ancestral sampling in clique order, one vectorised
+   inverse-CDF draw per clique for all rows (O(rows × columns)).
+
+Guarantees of the stages and how they compose (sensitivities from :mod:`dpsynth.neighbours`):
+
+=====================  ==================================  =================================
+stage                  δ > 0 (zCDP accounting)              δ = 0 (pure DP)
+=====================  ==================================  =================================
+one-way marginals      discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Laplace, ε = Δ₁/scale
+                       each [CKS20, Thm 4]                  each [GRS09]
+selection, per round   exponential mechanism at ε_t:       exponential mechanism at ε_t:
+                       ρ = ε_t²/8 [Cesar & Rogers 2021]     ε_t-DP [McSherry & Talwar 2007]
+measurement, per round discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Laplace, ε = Δ₁/scale
+reconstruction, sample post-processing (free)               post-processing (free)
+composition            adaptive: ρ adds [BS16, Lemma 2.3];  adaptive basic composition: ε adds
+                       total ρ → (ε, δ) by [CKS20, Cor. 13]
+=====================  ==================================  =================================
+
+Each round's budget is fixed before the round looks at the data (remaining budget / remaining
+rounds), so the composition is the standard adaptive one; noise parameters are rounded toward
+*more* noise, so the actual spend is at or below the plan (recorded in ``describe()``).
+
+Caveat: the exponential mechanism's probabilities are computed in floating point (see
+:func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from dpsynth import zcdp
+from dpsynth.errors import InputError
+from dpsynth.neighbours import (
+    Neighbours,
+    histogram_l1_sensitivity,
+    histogram_l2_sensitivity_squared,
+)
+
+FORMAT = "dpsynth.marginals/1"
+# Candidate cliques larger than this are never measured (memory and noise both explode).
+MAX_CLIQUE_CELLS = 1_000_000
+# Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
+ONE_WAY_SHARE = 0.1
+SELECT_SHARE = 0.1
+# Pseudo-rows (in units of the per-cell noise std) that shrink a conditional toward P(x).
+SHRINK_NOISE_UNITS = 1.0
+# Weight of the expected-noise term in the selection score (AIM uses 1).
+PENALTY_FACTOR = 1.0
+
+Progress = Callable[[float, str], None]
+
+
+# --------------------------------------------------------------------------------------------
+# The fitted model
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One factor of the Bayesian network: ``P(new | parents)`` as a (parent cells × new cells) table."""
+
+    new: tuple[int, ...]
+    parents: tuple[int, ...]
+    cpt: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class MarginalModel:
+    """A fitted model: the released noisy measurements and the network reconstructed from them.
+
+    Everything here is a release artifact or post-processing of one: sampling it again, with any
+    number of rows, spends no budget.
+    """
+
+    sizes: tuple[int, ...]
+    steps: tuple[Step, ...]
+    noisy_total: float
+    measurements: list[tuple[tuple[int, ...], np.ndarray]]
+    noise: list[dict[str, Any]]
+    stages: list[dict[str, Any]]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample(self, n_rows: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n_rows`` synthetic rows of cell codes (int64, rows × columns); post-processing.
+
+        Ancestral sampling: for each factor, one uniform per row is mapped through the CDF of the
+        row's parent configuration (a single ``searchsorted`` on the stacked CDFs).
+        """
+        n = int(n_rows)
+        if n < 0:
+            raise InputError(f"The number of rows to sample must be ≥ 0, got {n_rows!r}.")
+        d = len(self.sizes)
+        out = np.zeros((n, d), dtype=np.int64)
+        for step in self.steps:
+            k = step.cpt.shape[1]
+            if step.parents:
+                pidx = np.ravel_multi_index(tuple(out[:, p] for p in step.parents),
+                                            tuple(self.sizes[p] for p in step.parents))
+            else:
+                pidx = np.zeros(n, dtype=np.int64)
+            cdf = np.cumsum(step.cpt, axis=1)
+            cdf[:, -1] = 1.0
+            # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
+            keys = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).ravel()
+            u = rng.random(n)
+            pos = np.searchsorted(keys, pidx + u, side="right") - pidx * k
+            pos = np.clip(pos, 0, k - 1)
+            new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
+            for c, v in zip(step.new, new_vals, strict=True):
+                out[:, c] = v
+        return out
+
+    def joint(self, max_cells: int = 2_000_000) -> np.ndarray:
+        """The model's full joint distribution (small domains only; for checks and tests)."""
+        total = math.prod(self.sizes)
+        if total > max_cells:
+            raise InputError(f"The full domain has {total:,} cells; joint() is for domains ≤ {max_cells:,}.")
+        d = len(self.sizes)
+        p = np.ones(self.sizes, dtype=np.float64)
+        for step in self.steps:
+            shape = [1] * d
+            cols = list(step.parents) + list(step.new)
+            for c in cols:
+                shape[c] = self.sizes[c]
+            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            order = np.argsort(cols)
+            table = np.transpose(table, order).reshape(shape)
+            p = p * table
+        return p
+
+    def marginal(self, cols: Sequence[int]) -> np.ndarray:
+        """The model's marginal on ``cols`` (in that order) from :meth:`joint` (small domains only)."""
+        cols = tuple(int(c) for c in cols)
+        p = self.joint()
+        other = tuple(i for i in range(len(self.sizes)) if i not in cols)
+        m = p.sum(axis=other)
+        kept = sorted(cols)
+        return np.transpose(m, [kept.index(c) for c in cols])
+
+    # -- release card -------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Release-card entry: stages, their budget shares and guarantees, how they compose."""
+        p = self.params
+        pure = p.get("delta", 0.0) == 0.0
+        return {
+            "method": "marginals (select–measure–reconstruct on a 2-tree junction tree)",
+            "guarantee": (
+                f"({p.get('epsilon')}, 0)-DP (pure)" if pure
+                else f"({p.get('epsilon')}, {p.get('delta')})-DP via {p.get('rho_spent'):.6g}-zCDP"
+            ),
+            "neighbours": p.get("neighbours"),
+            "max_contributions": p.get("max_contributions"),
+            "accounting": p.get("accounting"),
+            "composition": (
+                "Adaptive basic composition: the ε of all stages add up." if pure else
+                "zCDP: the ρ of all stages add up (Bun & Steinke 2016, Lemma 2.3); the total ρ is"
+                " converted to (ε, δ) with Canonne, Kamath & Steinke 2020, Corollary 13."
+            ),
+            "stages": self.stages,
+            "selected_marginals": [list(c) for c, _ in self.measurements if len(c) > 1],
+            "noisy_total": self.noisy_total,
+            "post_processing": [
+                "noisy total = inverse-variance mean of the measured tables' sums",
+                "each table projected onto {t ≥ 0, Σt = noisy total}",
+                "conditionals read from the cliques (shrunk toward the column's one-way)",
+                "ancestral sampling, one inverse-CDF draw per clique",
+            ],
+            "floating_point": "selection probabilities use floating point (Ilvento 2020); counts use exact integer noise",
+        }
+
+    # -- JSON ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; :meth:`from_dict` restores a model that samples identically."""
+        return {
+            "format": FORMAT,
+            "sizes": list(self.sizes),
+            "noisy_total": float(self.noisy_total),
+            "steps": [
+                {"new": list(s.new), "parents": list(s.parents), "cpt": s.cpt.tolist()} for s in self.steps
+            ],
+            "measurements": [
+                {"cols": list(c), "shape": list(y.shape), "noisy_counts": y.ravel().tolist(), **nz}
+                for (c, y), nz in zip(self.measurements, self.noise, strict=True)
+            ],
+            "stages": self.stages,
+            "params": self.params,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MarginalModel:
+        """Rebuild from :meth:`to_dict` output; a malformed document is an :class:`InputError`."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise InputError(f"Not a marginal model document (expected format {FORMAT!r}).")
+        try:
+            sizes = tuple(int(s) for s in data["sizes"])
+            steps = []
+            for s in data["steps"]:
+                new, parents = tuple(int(c) for c in s["new"]), tuple(int(c) for c in s["parents"])
+                cpt = np.asarray(s["cpt"], dtype=np.float64)
+                rows = math.prod(sizes[c] for c in parents)
+                cells = math.prod(sizes[c] for c in new)
+                if cpt.shape != (rows, cells) or np.any(cpt < 0):
+                    raise InputError(f"Model step for columns {list(new)} has a malformed table.")
+                steps.append(Step(new=new, parents=parents, cpt=cpt))
+            meas, noise = [], []
+            for m in data["measurements"]:
+                cols = tuple(int(c) for c in m["cols"])
+                y = np.asarray(m["noisy_counts"], dtype=np.int64).reshape([int(s) for s in m["shape"]])
+                meas.append((cols, y))
+                noise.append({k: v for k, v in m.items() if k not in {"cols", "shape", "noisy_counts"}})
+            covered = sorted(c for s in steps for c in s.new)
+            if covered != list(range(len(sizes))):
+                raise InputError("The model's steps do not cover every column exactly once.")
+            return cls(sizes=sizes, steps=tuple(steps), noisy_total=float(data["noisy_total"]),
+                       measurements=meas, noise=noise, stages=list(data["stages"]),
+                       params=dict(data.get("params", {})))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"Malformed marginal model document: {exc}.") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Budget bookkeeping
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Mech:
+    """Noise for one measurement: discrete Gaussian (zCDP) or discrete Laplace (pure)."""
+
+    pure: bool
+    param: Fraction  # σ² for Gaussian, scale for Laplace
+    cost: float  # ρ or ε actually spent
+
+    @property
+    def mean_abs(self) -> float:
+        """E|Z| of one draw (Gaussian: √(2/π)σ, a close upper bound for the discrete one)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p * p)
+        return math.sqrt(2.0 / math.pi * float(self.param))
+
+    @property
+    def variance(self) -> float:
+        """Variance of one draw (Gaussian: ≤ σ², CKS20 Prop. 19)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p) ** 2
+        return float(self.param)
+
+    def info(self) -> dict[str, Any]:
+        if self.pure:
+            return {"noise": "discrete Laplace", "scale": str(self.param), "epsilon": self.cost}
+        return {"noise": "discrete Gaussian", "sigma2": str(self.param), "rho": self.cost}
+
+
+def _rational_at_least(x: float) -> Fraction:
+    """A simple fraction ≥ x (noise parameters round toward more noise)."""
+    from dpsynth import noise
+
+    if hasattr(noise, "rational_at_least"):
+        return Fraction(noise.rational_at_least(x))
+    f = Fraction(x).limit_denominator(1 << 20)
+    return f if f >= x else f + Fraction(1, 1 << 20)
+
+
+class _Plan:
+    """Turns a budget (ρ or ε) into mechanisms, recording each spend."""
+
+    def __init__(self, epsilon: float, delta: float, neighbours: Neighbours, k: int) -> None:
+        self.pure = delta == 0.0
+        self.l1 = histogram_l1_sensitivity(neighbours, k)
+        self.l2sq = histogram_l2_sensitivity_squared(neighbours, k)
+        # A hair below the budget so that float rounding in the splits can never overspend.
+        self.total = (epsilon if self.pure else zcdp.rho_from_epsilon(epsilon, delta)) * (1 - 1e-9)
+        self.spent = 0.0
+
+    def measurement(self, budget: float) -> _Mech:
+        if self.pure:
+            scale = _rational_at_least(self.l1 / budget)
+            cost = self.l1 / float(scale)
+        else:
+            sigma2 = _rational_at_least(self.l2sq / (2.0 * budget))
+            cost = float(zcdp.gaussian_rho(sigma2, self.l2sq))
+        self.spent += cost
+        return _Mech(self.pure, scale if self.pure else sigma2, cost)
+
+    def selection_epsilon(self, budget: float) -> float:
+        eps = budget if self.pure else zcdp.exponential_mechanism_epsilon(budget) * (1 - 1e-12)
+        self.spent += eps if self.pure else eps * eps / 8.0
+        return eps
+
+
+def _measure(counts: np.ndarray, mech: _Mech, rng: np.random.Generator) -> np.ndarray:
+    from dpsynth import noise
+
+    c = np.asarray(counts, dtype=np.int64)
+    if mech.pure:
+        z = noise.discrete_laplace(mech.param, c.shape, rng=rng)
+    else:
+        z = noise.discrete_gaussian(mech.param, c.shape, rng=rng)
+    return c + np.asarray(z, dtype=np.int64).reshape(c.shape)
+
+
+def _select(scores: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator) -> int:
+    from dpsynth.mechanisms import exponential_mechanism
+
+    return exponential_mechanism(scores, sensitivity, epsilon, rng=rng)
+
+
+# --------------------------------------------------------------------------------------------
+# Fitting
+# --------------------------------------------------------------------------------------------
+
+
+def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...]) -> np.ndarray:
+    shape = tuple(sizes[c] for c in cols)
+    idx = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
+    return np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
+
+
+def project_simplex(y: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection of ``y`` onto ``{t ≥ 0, Σt = total}`` (Duchi et al. 2008; O(m log m))."""
+    v = np.asarray(y, dtype=np.float64).ravel()
+    if total <= 0:
+        return np.zeros_like(np.asarray(y, dtype=np.float64))
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - total
+    ind = np.arange(1, v.size + 1)
+    cond = u - css / ind > 0
+    r = ind[cond][-1]
+    theta = css[cond][-1] / r
+    return np.maximum(v - theta, 0.0).reshape(np.shape(y))
+
+
+def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
+    a = np.asarray(codes)
+    if a.ndim != 2:
+        raise InputError(f"codes must be a table (rows × columns), got an array of shape {a.shape}.")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise InputError("codes must be whole-number cell indices.")
+    sz = tuple(int(s) for s in sizes)
+    if len(sz) != a.shape[1]:
+        raise InputError(f"sizes lists {len(sz)} columns but codes has {a.shape[1]}.")
+    for j, s in enumerate(sz):
+        if s < 1:
+            raise InputError(f"Column {j} has {s} cells; every column needs at least one.")
+        col = a[:, j]
+        bad = np.flatnonzero((col < 0) | (col >= s))
+        if bad.size:
+            raise InputError(
+                f"Column {j}: row {int(bad[0])} holds cell {int(col[bad[0]])}, outside [0, {s})"
+                f" ({bad.size:,} such rows)."
+            )
+    return a.astype(np.int64, copy=False), sz
+
+
+def fit_marginal_model(
+    codes: np.ndarray,
+    sizes: Sequence[int],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours | str,
+    max_contributions: int = 1,
+    rng: np.random.Generator,
+    progress: Progress | None = None,
+) -> MarginalModel:
+    """Fit the 2-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
+
+    See the module docstring for the stages, their guarantees and their composition.
+    """
+    from dpsynth.mechanisms import check_delta, check_epsilon
+
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    codes, sizes = _validate(codes, sizes)
+    d = len(sizes)
+    plan = _Plan(eps, dlt, rel, max_contributions)
+    report = progress or (lambda _f, _m: None)
+
+    one_share = ONE_WAY_SHARE if d > 1 else 1.0
+    sel_share = SELECT_SHARE if d > 1 else 0.0
+    budget_one = plan.total * one_share
+    budget_sel = plan.total * sel_share
+    budget_meas = plan.total - budget_one - budget_sel
+    stages: list[dict[str, Any]] = []
+
+    # ---- stage 1: one-way marginals ---------------------------------------------------------
+    report(0.02, "Measuring one-way marginals")
+    one_mech = plan.measurement(budget_one / d)
+    plan.spent += one_mech.cost * (d - 1)  # the same mechanism is applied to each of the d columns
+    measurements: list[tuple[tuple[int, ...], np.ndarray]] = []
+    mechs: list[_Mech] = []
+    for j in range(d):
+        y = _measure(_counts(codes, sizes, (j,)), one_mech, rng)
+        measurements.append(((j,), y))
+        mechs.append(one_mech)
+    stages.append(_stage("one-way marginals", plan, one_mech.cost * d,
+                         f"{d} one-way marginals, each " + _mech_text(one_mech, plan)))
+    n_hat = _noisy_total(measurements, mechs)
+    one_way = [project_simplex(y, max(n_hat, 1.0)) for _, y in measurements]
+
+    # ---- stage 2+3: rounds of selection and measurement --------------------------------------
+    cliques: list[tuple[int, ...]] = []  # measured multi-column cliques, in order
+    parent_of: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}  # clique -> (separator, new)
+    tables: dict[tuple[int, ...], np.ndarray] = {}  # projected noisy tables of measured cliques
+    attached: list[int] = []
+    l1_cache: dict[tuple[int, ...], float] = {}
+    rounds_total = d - 1
+    sel_left, meas_left = budget_sel, budget_meas
+    sel_spent = meas_spent = 0.0
+    sel_eps_used: list[float] = []
+    meas_mechs: list[_Mech] = []
+    t = 0
+    while len(attached) < d and d > 1:
+        rounds_left = rounds_total - t  # round 1 attaches two columns, every later round one
+        report(0.05 + 0.85 * t / max(1, rounds_total), f"Selecting marginal {t + 1} of at most {rounds_total}")
+        round_meas = meas_left / rounds_left
+        round_sel = sel_left / rounds_left
+        preview = _preview_mech(plan, round_meas)
+        cands = _candidates(attached, cliques, d, sizes)
+        scores = np.empty(len(cands))
+        for i, (cl, sep, new) in enumerate(cands):
+            if cl not in l1_cache:
+                est = _estimate(cl, sep, new, sizes, tables, parent_of, one_way, cliques)
+                l1_cache[cl] = float(np.abs(_counts(codes, sizes, cl) - n_hat * est).sum())
+            cells = math.prod(sizes[c] for c in cl)
+            scores[i] = l1_cache[cl] - PENALTY_FACTOR * preview.mean_abs * cells
+        sel_eps = plan.selection_epsilon(round_sel)
+        sel_eps_used.append(sel_eps)
+        sel_cost = sel_eps if plan.pure else sel_eps * sel_eps / 8.0
+        sel_left -= round_sel
+        sel_spent += sel_cost
+        choice = _select(scores, plan.l1, sel_eps, rng)
+        cl, sep, new = cands[choice]
+        mech = plan.measurement(round_meas)
+        meas_left -= round_meas
+        meas_spent += mech.cost
+        meas_mechs.append(mech)
+        y = _measure(_counts(codes, sizes, cl), mech, rng)
+        measurements.append((cl, y))
+        mechs.append(mech)
+        cliques.append(cl)
+        parent_of[cl] = (sep, new)
+        tables[cl] = project_simplex(y, max(n_hat, 1.0))
+        for c in cl:
+            if c not in attached:
+                attached.append(c)
+        t += 1
+    if d > 1:
+        stages.append(_stage(
+            "selection", plan, sel_spent,
+            f"{t} exponential-mechanism choices (score sensitivity {plan.l1}), ε per choice "
+            + ", ".join(f"{e:.4g}" for e in sel_eps_used)
+            + ("" if plan.pure else " (each ε²/8-zCDP)"),
+        ))
+        stages.append(_stage(
+            "measurement", plan, meas_spent,
+            f"{t} selected marginals, each " + "; ".join(sorted({_mech_text(m, plan) for m in meas_mechs})),
+        ))
+
+    # ---- reconstruction (post-processing) ----------------------------------------------------
+    report(0.92, "Reconstructing the model")
+    n_hat = _noisy_total(measurements, mechs)
+    steps = _reconstruct(sizes, measurements, mechs, cliques, parent_of, n_hat)
+    report(1.0, "Done")
+    params = {
+        "epsilon": eps,
+        "delta": dlt,
+        "neighbours": rel.value,
+        "max_contributions": int(max_contributions),
+        "accounting": "pure DP, basic composition" if plan.pure else "zCDP (discrete Gaussian + exponential mechanism)",
+        "budget": plan.total,
+        "spent": plan.spent,
+    }
+    if not plan.pure:
+        params["rho_budget"] = plan.total
+        params["rho_spent"] = plan.spent
+        params["epsilon_spent"] = zcdp.epsilon_from_rho(plan.spent, dlt) if plan.spent > 0 else 0.0
+    assert plan.spent <= plan.total * (1 + 1e-12), "over-spent the privacy budget"  # noqa: S101
+    return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(n_hat), measurements=measurements,
+                         noise=[m.info() for m in mechs], stages=stages, params=params)
+
+
+def _stage(name: str, plan: _Plan, cost: float, detail: str) -> dict[str, Any]:
+    unit = "epsilon" if plan.pure else "rho"
+    return {"stage": name, unit: cost, "share": cost / plan.total if plan.total else 0.0,
+            "guarantee": (f"{cost:.6g}-DP" if plan.pure else f"{cost:.6g}-zCDP"), "detail": detail}
+
+
+def _mech_text(m: _Mech, plan: _Plan) -> str:
+    if m.pure:
+        return f"discrete Laplace scale {float(m.param):.4g} (Δ₁ = {plan.l1}, {m.cost:.4g}-DP)"
+    return f"discrete Gaussian σ = {math.sqrt(float(m.param)):.4g} (Δ₂² = {plan.l2sq}, {m.cost:.4g}-zCDP)"
+
+
+def _preview_mech(plan: _Plan, budget: float) -> _Mech:
+    """The mechanism a measurement at ``budget`` would use (nothing is spent)."""
+    if plan.pure:
+        return _Mech(True, Fraction(plan.l1 / budget), budget)
+    return _Mech(False, Fraction(plan.l2sq / (2.0 * budget)), budget)
+
+
+def _noisy_total(measurements: list[tuple[tuple[int, ...], np.ndarray]], mechs: list[_Mech]) -> float:
+    """Inverse-variance weighted mean of the tables' sums (each sum has variance cells·Var(Z))."""
+    num = den = 0.0
+    for (_, y), m in zip(measurements, mechs, strict=True):
+        w = 1.0 / (y.size * m.variance)
+        num += w * float(y.sum())
+        den += w
+    return num / den
+
+
+def _candidates(attached: list[int], cliques: list[tuple[int, ...]], d: int,
+                sizes: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """(clique, separator, new columns) triples that keep the cliques a junction tree."""
+    out = []
+    if not attached:
+        for u, v in combinations(range(d), 2):
+            out.append(((u, v), (), (u, v)))
+    else:
+        edges = sorted({tuple(sorted(e)) for cl in cliques for e in combinations(cl, 2)})
+        for x in range(d):
+            if x in attached:
+                continue
+            for u in attached:
+                out.append((tuple(sorted((x, u))), (u,), (x,)))
+            for u, v in edges:
+                out.append((tuple(sorted((x, u, v))), (u, v), (x,)))
+    return [c for c in out if math.prod(sizes[i] for i in c[0]) <= MAX_CLIQUE_CELLS] or out[:1]
+
+
+def _sep_table(sep: tuple[int, ...], tables: dict[tuple[int, ...], np.ndarray],
+               cliques: list[tuple[int, ...]], one_way: list[np.ndarray]) -> np.ndarray:
+    """Normalised estimate of the separator's marginal, axes in ``sep`` order."""
+    if len(sep) == 1:
+        t = one_way[sep[0]]
+        return t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
+    for cl in cliques:
+        if set(sep) <= set(cl):
+            t = tables[cl]
+            drop = tuple(i for i, c in enumerate(cl) if c not in sep)
+            m = t.sum(axis=drop)
+            kept = [c for c in cl if c in sep]
+            m = np.transpose(m, [kept.index(c) for c in sep])
+            return m / m.sum() if m.sum() > 0 else np.full(m.shape, 1.0 / m.size)
+    raise AssertionError("separator not in any clique")  # pragma: no cover
+
+
+def _estimate(cl: tuple[int, ...], sep: tuple[int, ...], new: tuple[int, ...], sizes: tuple[int, ...],
+              tables: dict, parent_of: dict, one_way: list[np.ndarray], cliques: list) -> np.ndarray:
+    """The current model's distribution on clique ``cl`` (axes in ``cl`` order)."""
+    factors = []
+    axes = []
+    if sep:
+        factors.append(_sep_table(sep, tables, cliques, one_way))
+        axes.append(list(sep))
+    for x in new:
+        t = one_way[x]
+        factors.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+        axes.append([x])
+    letters = {c: chr(97 + i) for i, c in enumerate(cl)}
+    expr = ",".join("".join(letters[c] for c in a) for a in axes) + "->" + "".join(letters[c] for c in cl)
+    return np.einsum(expr, *factors)
+
+
+def _reconstruct(sizes: tuple[int, ...], measurements: list, mechs: list[_Mech], cliques: list,
+                 parent_of: dict, n_hat: float) -> list[Step]:
+    """Bayesian network over the 2-tree from the projected noisy tables (post-processing)."""
+    d = len(sizes)
+    total = max(n_hat, 1.0)
+    noisy = {c: (y, m) for (c, y), m in zip(measurements, mechs, strict=True)}
+    one_way = []
+    for j in range(d):
+        y, _ = noisy[(j,)]
+        t = project_simplex(y, total)
+        one_way.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+    steps: list[Step] = []
+    if not cliques:
+        return [Step(new=(j,), parents=(), cpt=one_way[j][None, :]) for j in range(d)]
+    for cl in cliques:
+        y, m = noisy[cl]
+        t = project_simplex(y, total)
+        sep, new = parent_of[cl]
+        if not sep:
+            # Root clique: its joint, with the merged one-ways pulling its margins (IPF-style step).
+            joint = t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
+            steps.append(Step(new=cl, parents=(), cpt=joint.reshape(1, -1)))
+            continue
+        # Axes: separator first, then the new column.
+        order = [cl.index(c) for c in sep] + [cl.index(c) for c in new]
+        tt = np.transpose(t, order)
+        cpt = _conditional(tt, one_way[new[0]], math.sqrt(m.variance))
+        steps.append(Step(new=new, parents=sep, cpt=cpt.reshape(-1, tt.shape[-1])))
+    return steps
+
+
+def _conditional(t: np.ndarray, prior: np.ndarray, noise_std: float) -> np.ndarray:
+    """P(x | parents) from a table with axes (parents…, x), shrunk hierarchically (post-processing).
+
+    Each parent configuration gets ``SHRINK_NOISE_UNITS · noise_std · cells(x)`` pseudo-rows
+    drawn from the prior: with two parents the prior is the mean of the one-parent
+    conditionals (themselves read from the same table, summed over the other parent, and
+    shrunk toward ``P(x)``); with one parent it is ``P(x)``. Where a parent cell holds many
+    rows the table dominates; where it holds about the noise level the prior does.
+    """
+    k = t.shape[-1]
+    if t.ndim == 3:
+        priors = []
+        for axis in (0, 1):
+            t2 = t.sum(axis=1 - axis)
+            c2 = _conditional(t2, prior, noise_std * math.sqrt(t.shape[1 - axis]))
+            priors.append(np.expand_dims(c2, 1 - axis))
+        base = 0.5 * (priors[0] + priors[1])
+    else:
+        base = np.broadcast_to(prior, t.shape)
+    pseudo = SHRINK_NOISE_UNITS * noise_std * k
+    if pseudo <= 0:
+        pseudo = 1e-12
+    return (t + pseudo * base) / (t.sum(axis=-1, keepdims=True) + pseudo)
