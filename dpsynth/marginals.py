@@ -83,10 +83,17 @@ SHRINK_NOISE_UNITS = 0.3
 # simplex removes much of the noise in empty cells, so the raw expectation overstates it).
 PENALTY_FACTOR = 0.3
 # Mirror-descent iterations of the final estimation (0: keep the Bayesian network as read).
-ESTIMATION_ITERS = 200
+ESTIMATION_ITERS = 300
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
 ALLOC_POWER = 1.0 / 3.0
+# Offer "two parents, measured as two pairs" candidates; a candidate measures at most MAX_SETS sets.
+PAIR_PAIRS = True
+MAX_SETS = 2
+# Scores of two-set candidates are scaled by this (their L1 gains overlap through x's marginal).
+MULTI_SET_SCALE = 1.0
+# ... and scores of three-way candidates by this (a triple also covers its three pairs).
+TRIPLE_SCALE = 1.0
 
 Progress = Callable[[float, str], None]
 
@@ -448,9 +455,9 @@ def fit_marginal_model(
     one_way = [project_simplex(y, max(n_hat, 1.0)) for _, y in measurements]
 
     # ---- stage 2+3: rounds of selection and measurement --------------------------------------
-    cliques: list[tuple[int, ...]] = []  # measured multi-column cliques, in order
-    parent_of: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}  # clique -> (separator, new)
-    tables: dict[tuple[int, ...], np.ndarray] = {}  # projected noisy tables of measured cliques
+    cliques: list[tuple[int, ...]] = []  # model cliques (sorted column tuples), in junction-tree order
+    parent_of: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}  # clique -> (separator, new)
+    tables: dict[tuple[int, ...], np.ndarray] = {}  # projected noisy tables of measured sets
     attached: list[int] = []
     l1_cache: dict[tuple[int, ...], float] = {}
     rounds_total = d - 1
@@ -458,40 +465,45 @@ def fit_marginal_model(
     sel_spent = meas_spent = 0.0
     sel_eps_used: list[float] = []
     meas_mechs: list[_Mech] = []
+    round_weights: list[float] = []
+    # Scores add the L1 gains of up to MAX_SETS measured sets: each changes by ≤ Δ₁ per person.
+    score_sensitivity = plan.l1 * max(1.0, MULTI_SET_SCALE * MAX_SETS, TRIPLE_SCALE)
     t = 0
     while len(attached) < d and d > 1:
         rounds_left = rounds_total - t  # round 1 attaches two columns, every later round one
-        report(0.05 + 0.85 * t / max(1, rounds_total), f"Selecting marginal {t + 1} of at most {rounds_total}")
-        round_meas = meas_left / rounds_left
+        report(0.05 + 0.85 * t / max(1, rounds_total), f"Selecting marginal {t + 1} of {rounds_total}")
         round_sel = sel_left / rounds_left
-        weights_so_far = [math.prod(sizes[c] for c in cl) ** ALLOC_POWER for cl in cliques]
         cands = _candidates(attached, cliques, d, sizes)
         scores = np.empty(len(cands))
-        for i, (cl, sep, new) in enumerate(cands):
-            if cl not in l1_cache:
-                est = _estimate(cl, sep, new, sizes, tables, parent_of, one_way, cliques)
-                l1_cache[cl] = float(np.abs(_counts(codes, sizes, cl) - n_hat * est).sum())
-            cells = math.prod(sizes[c] for c in cl)
-            budget_i = _allocate(meas_left, rounds_left, cells ** ALLOC_POWER, weights_so_far)
-            scores[i] = l1_cache[cl] - PENALTY_FACTOR * _preview_mech(plan, budget_i).mean_abs * cells
+        for i, (_cl, _sep, new, sets) in enumerate(cands):
+            budgets = _split(_allocate(meas_left, rounds_left, _weight(sets, sizes), round_weights), sets, sizes)
+            q = 0.0
+            for m, b in zip(sets, budgets, strict=True):
+                if m not in l1_cache:
+                    est = _estimate(m, new, sizes, tables, one_way)
+                    l1_cache[m] = float(np.abs(_counts(codes, sizes, m) - n_hat * est).sum())
+                cells = math.prod(sizes[c] for c in m)
+                q += l1_cache[m] - PENALTY_FACTOR * _preview_mech(plan, b).mean_abs * cells
+            scores[i] = q * (MULTI_SET_SCALE if len(sets) > 1 else TRIPLE_SCALE if len(sets[0]) == 3 else 1.0)
         sel_eps = plan.selection_epsilon(round_sel)
         sel_eps_used.append(sel_eps)
-        sel_cost = sel_eps if plan.pure else sel_eps * sel_eps / 8.0
         sel_left -= round_sel
-        sel_spent += sel_cost
-        choice = _select(scores, plan.l1, sel_eps, rng)
-        cl, sep, new = cands[choice]
-        round_meas = _allocate(meas_left, rounds_left, math.prod(sizes[c] for c in cl) ** ALLOC_POWER, weights_so_far)
-        mech = plan.measurement(round_meas)
+        sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
+        cl, sep, new, sets = cands[_select(scores, score_sensitivity, sel_eps, rng)]
+        weight = _weight(sets, sizes)
+        round_meas = _allocate(meas_left, rounds_left, weight, round_weights)
+        round_weights.append(weight)
         meas_left -= round_meas
-        meas_spent += mech.cost
-        meas_mechs.append(mech)
-        y = _measure(_counts(codes, sizes, cl), mech, rng)
-        measurements.append((cl, y))
-        mechs.append(mech)
+        for m, b in zip(sets, _split(round_meas, sets, sizes), strict=True):
+            mech = plan.measurement(b)
+            meas_spent += mech.cost
+            meas_mechs.append(mech)
+            y = _measure(_counts(codes, sizes, m), mech, rng)
+            measurements.append((m, y))
+            mechs.append(mech)
+            tables[m] = project_simplex(y, max(n_hat, 1.0))
         cliques.append(cl)
         parent_of[cl] = (sep, new)
-        tables[cl] = project_simplex(y, max(n_hat, 1.0))
         for c in cl:
             if c not in attached:
                 attached.append(c)
@@ -499,13 +511,13 @@ def fit_marginal_model(
     if d > 1:
         stages.append(_stage(
             "selection", plan, sel_spent,
-            f"{t} exponential-mechanism choices (score sensitivity {plan.l1}), ε per choice "
+            f"{t} exponential-mechanism choices (score sensitivity {score_sensitivity}), ε per choice "
             + ", ".join(f"{e:.4g}" for e in sel_eps_used)
             + ("" if plan.pure else " (each ε²/8-zCDP)"),
         ))
         stages.append(_stage(
             "measurement", plan, meas_spent,
-            f"{t} selected marginals, each " + "; ".join(sorted({_mech_text(m, plan) for m in meas_mechs})),
+            f"{len(meas_mechs)} selected marginals, each " + "; ".join(sorted({_mech_text(m, plan) for m in meas_mechs})),
         ))
 
     # ---- reconstruction (post-processing) ----------------------------------------------------
@@ -571,56 +583,81 @@ def _noisy_total(measurements: list[tuple[tuple[int, ...], np.ndarray]], mechs: 
     return num / den
 
 
-def _candidates(attached: list[int], cliques: list[tuple[int, ...]], d: int,
-                sizes: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
-    """(clique, separator, new columns) triples that keep the cliques a junction tree."""
-    out = []
+def _weight(sets: tuple[tuple[int, ...], ...], sizes: tuple[int, ...]) -> float:
+    return sum(math.prod(sizes[c] for c in m) ** ALLOC_POWER for m in sets)
+
+
+def _split(budget: float, sets: tuple[tuple[int, ...], ...], sizes: tuple[int, ...]) -> list[float]:
+    """A round's measurement budget split over its sets ∝ cells^ALLOC_POWER."""
+    w = [math.prod(sizes[c] for c in m) ** ALLOC_POWER for m in sets]
+    return [budget * x / sum(w) for x in w]
+
+
+Candidate = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]
+
+
+def _candidates(attached: list[int], cliques: list[tuple[int, ...]], d: int, sizes: tuple[int, ...]) -> list[Candidate]:
+    """(model clique, separator, new columns, sets to measure) that keep the cliques a 2-tree.
+
+    A new column ``x`` joins with one parent ``u`` (measure ``{x, u}``) or with two parents
+    ``{u, v}`` already together in a clique, measuring either ``{x, u, v}`` or the two pairs
+    ``{x, u}`` and ``{x, v}`` (fewer cells; the estimation fills in the three-way interaction).
+    """
+    def srt(*c: int) -> tuple[int, ...]:
+        return tuple(sorted(c))
+
+    out: list[Candidate] = []
     if not attached:
         for u, v in combinations(range(d), 2):
-            out.append(((u, v), (), (u, v)))
+            out.append(((u, v), (), (u, v), ((u, v),)))
     else:
-        edges = sorted({tuple(sorted(e)) for cl in cliques for e in combinations(cl, 2)})
+        edges = sorted({srt(*e) for cl in cliques for e in combinations(cl, 2)})
         for x in range(d):
             if x in attached:
                 continue
             for u in attached:
-                out.append((tuple(sorted((x, u))), (u,), (x,)))
+                out.append((srt(x, u), (u,), (x,), (srt(x, u),)))
             for u, v in edges:
-                out.append((tuple(sorted((x, u, v))), (u, v), (x,)))
-    return [c for c in out if math.prod(sizes[i] for i in c[0]) <= MAX_CLIQUE_CELLS] or out[:1]
+                cl = srt(x, u, v)
+                out.append((cl, (u, v), (x,), (cl,)))
+                if PAIR_PAIRS:
+                    out.append((cl, (u, v), (x,), (srt(x, u), srt(x, v))))
+    ok = [c for c in out if all(math.prod(sizes[i] for i in m) <= MAX_CLIQUE_CELLS for m in c[3])]
+    return ok or out[:1]
 
 
-def _sep_table(sep: tuple[int, ...], tables: dict[tuple[int, ...], np.ndarray],
-               cliques: list[tuple[int, ...]], one_way: list[np.ndarray]) -> np.ndarray:
-    """Normalised estimate of the separator's marginal, axes in ``sep`` order."""
+def _sep_table(sep: tuple[int, ...], tables: dict[tuple[int, ...], np.ndarray], one_way: list[np.ndarray]) -> np.ndarray:
+    """Normalised estimate of the marginal of ``sep`` (axes in ``sep`` order) from a measured set."""
     if len(sep) == 1:
         t = one_way[sep[0]]
         return t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
-    for cl in cliques:
-        if set(sep) <= set(cl):
-            t = tables[cl]
-            drop = tuple(i for i, c in enumerate(cl) if c not in sep)
-            m = t.sum(axis=drop)
-            kept = [c for c in cl if c in sep]
-            m = np.transpose(m, [kept.index(c) for c in sep])
-            return m / m.sum() if m.sum() > 0 else np.full(m.shape, 1.0 / m.size)
-    raise AssertionError("separator not in any clique")  # pragma: no cover
+    for m, t in tables.items():
+        if set(sep) <= set(m):
+            drop = tuple(i for i, c in enumerate(m) if c not in sep)
+            mm = t.sum(axis=drop) if drop else t
+            kept = [c for c in m if c in sep]
+            mm = np.transpose(mm, [kept.index(c) for c in sep])
+            return mm / mm.sum() if mm.sum() > 0 else np.full(mm.shape, 1.0 / mm.size)
+    # Only reached for an edge no measured set covers (its clique was measured by pairs):
+    # fall back to independence of its columns.
+    return np.einsum(",".join(chr(97 + i) for i in range(len(sep))) + "->" + "".join(chr(97 + i) for i in range(len(sep))),
+                     *[_sep_table((c,), tables, one_way) for c in sep])
 
 
-def _estimate(cl: tuple[int, ...], sep: tuple[int, ...], new: tuple[int, ...], sizes: tuple[int, ...],
-              tables: dict, parent_of: dict, one_way: list[np.ndarray], cliques: list) -> np.ndarray:
-    """The current model's distribution on clique ``cl`` (axes in ``cl`` order)."""
-    factors = []
-    axes = []
-    if sep:
-        factors.append(_sep_table(sep, tables, cliques, one_way))
-        axes.append(list(sep))
-    for x in new:
-        t = one_way[x]
-        factors.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+def _estimate(m: tuple[int, ...], new: tuple[int, ...], sizes: tuple[int, ...],
+              tables: dict, one_way: list[np.ndarray]) -> np.ndarray:
+    """The current model's distribution on the set ``m`` (axes in ``m`` order): the known part's
+    marginal times the new columns' one-ways (the new columns are still independent)."""
+    old = tuple(c for c in m if c not in new)
+    factors, axes = [], []
+    if old:
+        factors.append(_sep_table(old, tables, one_way))
+        axes.append(list(old))
+    for x in (c for c in m if c in new):
+        factors.append(_sep_table((x,), tables, one_way))
         axes.append([x])
-    letters = {c: chr(97 + i) for i, c in enumerate(cl)}
-    expr = ",".join("".join(letters[c] for c in a) for a in axes) + "->" + "".join(letters[c] for c in cl)
+    letters = {c: chr(97 + i) for i, c in enumerate(m)}
+    expr = ",".join("".join(letters[c] for c in a) for a in axes) + "->" + "".join(letters[c] for c in m)
     return np.einsum(expr, *factors)
 
 
@@ -639,9 +676,12 @@ def _reconstruct(sizes: tuple[int, ...], measurements: list, mechs: list[_Mech],
     if not cliques:
         return [Step(new=(j,), parents=(), cpt=one_way[j][None, :]) for j in range(d)]
     for cl in cliques:
+        sep, new = parent_of[cl]
+        if cl not in noisy:
+            steps.append(Step(new=new, parents=sep, cpt=_pairs_conditional(sep, new[0], noisy, one_way, sizes, total)))
+            continue
         y, m = noisy[cl]
         t = project_simplex(y, total)
-        sep, new = parent_of[cl]
         if not sep:
             # Root clique: its joint, with the merged one-ways pulling its margins (IPF-style step).
             joint = t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
@@ -653,6 +693,29 @@ def _reconstruct(sizes: tuple[int, ...], measurements: list, mechs: list[_Mech],
         cpt = _conditional(tt, one_way[new[0]], math.sqrt(m.variance))
         steps.append(Step(new=new, parents=sep, cpt=cpt.reshape(-1, tt.shape[-1])))
     return steps
+
+
+def _pairs_conditional(sep: tuple[int, ...], x: int, noisy: dict, one_way: list[np.ndarray],
+                       sizes: tuple[int, ...], total: float) -> np.ndarray:
+    """P(x | u, v) ∝ P(x | u)·P(x | v) / P(x) from the measured pairs {x,u}, {x,v} (a naive-Bayes
+    start for the estimation, which then fits the clique to all measurements)."""
+    conds, pxs = [], []
+    for u in sep:
+        key = tuple(sorted((x, u)))
+        y, m = noisy[key]
+        t = project_simplex(y, total)
+        if key[0] == x:
+            t = t.T
+        c = _conditional(t, one_way[x], math.sqrt(m.variance))
+        conds.append(c)
+        # P(x) as implied by this pair's own table, so that the ratio below stays bounded.
+        pu = t.sum(axis=1)
+        pxs.append((pu / max(pu.sum(), 1e-300)) @ c)
+    px = np.maximum(np.sqrt(pxs[0] * pxs[1]), 1e-12)
+    c = conds[0][:, None, :] * conds[1][None, :, :] / px
+    rs = c.sum(axis=-1, keepdims=True)
+    c = np.where(rs > 0, c / np.where(rs > 0, rs, 1.0), one_way[x])
+    return c.reshape(sizes[sep[0]] * sizes[sep[1]], sizes[x])
 
 
 def _conditional(t: np.ndarray, prior: np.ndarray, noise_std: float) -> np.ndarray:
