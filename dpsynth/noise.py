@@ -1,0 +1,442 @@
+"""Exact integer noise for counts: discrete Laplace and discrete Gaussian, and the random source.
+
+Sampling follows Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy"
+(NeurIPS 2020, arXiv:2004.00010; "CKS20"): Algorithm 1 (Bernoulli(exp(−γ)) for rational γ),
+Algorithm 2 (discrete Laplace) and Algorithm 3 (discrete Gaussian). The sampling path uses only
+integer arithmetic on uniform random integers (``Generator.integers``, which is unbiased), so the
+output distribution is exactly the stated one: no floating-point attack (Mironov 2012) applies.
+Floating point appears only in the pmf helpers used by tests and the dashboard.
+
+Every draw is vectorised: a batch of candidates is pushed through batched rejection rounds, each
+round acting on the still-active indices only. Arithmetic stays in int64 where bounds prove it
+cannot overflow and moves to Python integers (object arrays) for the rare values that could.
+
+Releases draw from :func:`secure_rng` (ChaCha20 keyed with 256 bits from the OS CSPRNG); seeded
+generators (:func:`seeded_rng`) are for tests and demos and :func:`is_secure` tells them apart.
+Not hardened against timing side channels (rejection samplers leak through run time; Jin et al.,
+S&P 2022); only the curator observes timing here.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import secrets
+from fractions import Fraction
+
+import numpy as np
+from randomgen import ChaCha
+
+from dpsynth.errors import InputError
+
+__all__ = [
+    "discrete_gaussian",
+    "discrete_gaussian_pmf",
+    "discrete_laplace",
+    "discrete_laplace_pmf",
+    "is_secure",
+    "rational_at_least",
+    "secure_rng",
+    "seeded_rng",
+]
+
+# int64 arithmetic is used only while every intermediate stays at or below this bound.
+_I62 = 1 << 62
+_I61 = 1 << 61
+# Laplace parameters t, s (scale = t/s) above this go through Python integers.
+_LAP_INT64_MAX = 1 << 52
+# Largest accepted noise parameters: beyond them samples may not fit in int64.
+_MAX_LAPLACE_SCALE = 1 << 40
+_MAX_GAUSSIAN_SIGMA2 = 1 << 80
+# Per-element factor bound in the Gaussian acceptance (keeps j1*j2 well inside int64).
+_J_MAX = 1 << 30
+_DEFAULT_MAX_DENOMINATOR = 1 << 20
+
+
+# --------------------------------------------------------------------------- random source
+
+
+class _SecureGenerator(np.random.Generator):
+    """A Generator whose bit generator is ChaCha20 keyed from ``secrets`` (only made by secure_rng)."""
+
+
+def secure_rng() -> np.random.Generator:
+    """A fresh CSPRNG-backed Generator for releases: ChaCha20 (20 rounds), 256-bit key from the OS.
+
+    The key is set directly (``ChaCha(key=...)``) rather than through ``seed=``, which would pass
+    the entropy through numpy's SeedSequence (a 128-bit pool, not a cryptographic KDF).
+    """
+    return _SecureGenerator(ChaCha(key=secrets.randbits(256), rounds=20))
+
+
+def seeded_rng(seed: int) -> np.random.Generator:
+    """A reproducible Generator (ChaCha20 seeded with ``seed``) for tests and demos, never releases."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"A seed must be a whole number ≥ 0, got {seed!r}.")
+    return np.random.Generator(ChaCha(seed=int(seed), rounds=20))
+
+
+def is_secure(rng: np.random.Generator) -> bool:
+    """True only for generators made by :func:`secure_rng`."""
+    if type(rng) is not _SecureGenerator or type(rng.bit_generator) is not ChaCha:
+        return False
+    return rng.bit_generator.state["state"]["rounds"] >= 20
+
+
+# --------------------------------------------------------------------------- rationals
+
+
+def rational_at_least(x: float | Fraction, max_denominator: int = _DEFAULT_MAX_DENOMINATOR) -> Fraction:
+    """The smallest rational ≥ x whose denominator is ≤ ``max_denominator``.
+
+    x itself when its exact value already has a small enough denominator; otherwise the right-hand
+    neighbour of x in the Farey sequence of that order, read off the continued fraction of x
+    (the semiconvergent bracketing, as in ``Fraction.limit_denominator``). Rounding a noise scale
+    (or σ²) up only adds noise, so the privacy guarantee of the unrounded value still holds.
+    """
+    if isinstance(max_denominator, bool) or not isinstance(max_denominator, numbers.Integral) or max_denominator < 1:
+        raise InputError(f"max_denominator must be a whole number ≥ 1, got {max_denominator!r}.")
+    f = _exact(x, "value")
+    n_max = int(max_denominator)
+    if f.denominator <= n_max:
+        return f
+    p0, q0, p1, q1 = 0, 1, 1, 0
+    num, den = f.numerator, f.denominator
+    while True:
+        a = num // den
+        q2 = q0 + a * q1
+        if q2 > n_max:
+            break
+        p0, q0, p1, q1 = p1, q1, p0 + a * p1, q2
+        num, den = den, num - a * den
+    k = (n_max - q0) // q1
+    # The two candidates bracket x and are its Farey neighbours of order n_max; take the upper one.
+    return max(Fraction(p0 + k * p1, q0 + k * q1), Fraction(p1, q1))
+
+
+def _exact(x: float | Fraction, what: str) -> Fraction:
+    if isinstance(x, bool) or not isinstance(x, (numbers.Rational, float, np.floating)):
+        raise InputError(f"The {what} must be a number, got {x!r}.")
+    try:
+        return Fraction(x)
+    except (ValueError, OverflowError):
+        raise InputError(f"The {what} must be finite, got {x!r}.") from None
+
+
+def _parameter(x: float | Fraction, what: str, upper: int) -> Fraction:
+    """A noise parameter as an exact rational: Fractions and ints as given, floats rounded up."""
+    f = _exact(x, what)
+    if f < 0:
+        raise InputError(f"The {what} must be ≥ 0, got {x!r}.")
+    if f > upper:
+        raise InputError(f"The {what} {x!r} is too large (at most {upper}).")
+    if not isinstance(x, numbers.Rational):
+        f = rational_at_least(f)
+    return f
+
+
+def _gaussian_sigma2(sigma2: float | Fraction) -> Fraction:
+    """σ² as a rational; a float is rounded up with a denominator small enough for int64 arithmetic."""
+    f = _exact(sigma2, "σ²")
+    if f < 0:
+        raise InputError(f"σ² must be ≥ 0, got {sigma2!r}.")
+    if f > _MAX_GAUSSIAN_SIGMA2:
+        raise InputError(f"σ² = {sigma2!r} is too large (at most 2^80).")
+    if isinstance(sigma2, numbers.Rational):
+        return f
+    max_den = _DEFAULT_MAX_DENOMINATOR
+    while True:
+        g = rational_at_least(f, max_den)
+        n, d = g.numerator, g.denominator
+        t = math.isqrt(n // d) + 1
+        if max_den == 1 or (n <= _I61 >> 4 and 2 * d * t * t <= _I61 >> 4):
+            return g
+        max_den >>= 4
+
+
+def _shape(size: int | tuple[int, ...]) -> tuple[int, ...]:
+    shape = (size,) if isinstance(size, numbers.Integral) else tuple(size) if isinstance(size, tuple | list) else (size,)
+    if any(isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0 for k in shape):
+        raise InputError(f"A sample size must be a whole number ≥ 0 or a tuple of them, got {size!r}.")
+    return tuple(int(k) for k in shape)
+
+
+def _check_rng(rng: np.random.Generator) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (use dpsynth.noise.secure_rng()), got {type(rng).__name__}.")
+
+
+# --------------------------------------------------------------------------- Bernoulli primitives
+
+
+def _below(high: int | np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform integers in [0, high) (high a scalar or a per-element array), exactly.
+
+    int64 via ``Generator.integers`` (Lemire's unbiased method) when high ≤ 2^62; otherwise
+    Python integers from concatenated 62-bit words, rejecting values ≥ high.
+    """
+    if isinstance(high, np.ndarray):
+        if high.dtype != object:
+            return rng.integers(0, high, dtype=np.int64)
+        if size == 0 or max(high) <= _I62:
+            return rng.integers(0, high.astype(np.int64), dtype=np.int64)
+        highs = high
+    else:
+        if high <= _I62:
+            return rng.integers(0, high, size, dtype=np.int64)
+        highs = np.full(size, high, dtype=object)
+    if size == 0:
+        return np.zeros(0, dtype=object)
+    bits = np.array([h.bit_length() for h in highs], dtype=np.int64)
+    words = -(-int(bits.max()) // 62)
+    out = np.empty(size, dtype=object)
+    pending = np.arange(size)
+    while pending.size:
+        chunks = rng.integers(0, _I62, (pending.size, words), dtype=np.int64).astype(object)
+        acc = np.zeros(pending.size, dtype=object)
+        for j in range(words):  # over 62-bit words, not over samples
+            acc = (acc << 62) | chunks[:, j]
+        acc = acc >> (words * 62 - bits[pending]).astype(object)
+        ok = np.asarray(acc < highs[pending], dtype=bool)
+        out[pending[ok]] = acc[ok]
+        pending = pending[~ok]
+    return out
+
+
+def _bern_exp1(size: int, rng: np.random.Generator) -> np.ndarray:
+    """Bernoulli(exp(−1)) (CKS20 Alg. 1 with γ = 1): A_k ~ Bernoulli(1/k) until one is 0; 1 iff k odd."""
+    out = np.zeros(size, dtype=bool)
+    idx = np.arange(size)
+    k = 2  # A_1 ~ Bernoulli(1) always continues
+    while idx.size:
+        stop = rng.integers(0, k, idx.size) != 0
+        if k & 1:
+            out[idx[stop]] = True
+        idx = idx[~stop]
+        k += 1
+    return out
+
+
+def _geometric_e1(size: int, rng: np.random.Generator) -> np.ndarray:
+    """V with P(V ≥ v) = exp(−v): the number of Bernoulli(exp(−1)) successes before a failure."""
+    v = np.zeros(size, dtype=np.int64)
+    idx = np.arange(size)
+    while idx.size:
+        idx = idx[_bern_exp1(idx.size, rng)]
+        v[idx] += 1
+    return v
+
+
+def _bern_exp_fraction(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) per element, for 0 ≤ num ≤ den (CKS20 Alg. 1, γ ∈ [0, 1]).
+
+    A_k ~ Bernoulli(γ/k) for k = 1, 2, ... until one is 0; the result is 1 iff that k is odd.
+    Bernoulli(γ/k) is one uniform draw in [0, den·k) compared with num.
+    """
+    out = np.zeros(num.size, dtype=bool)
+    idx = np.arange(num.size)
+    k = 1
+    while idx.size:
+        cont = np.asarray(_below(den * k, idx.size, rng) < num[idx], dtype=bool)
+        if k & 1:
+            out[idx[~cont]] = True
+        idx = idx[cont]
+        k += 1
+    return out
+
+
+def _bern_exp_product(x1: np.ndarray, d1: int, x2: np.ndarray, d2: int, rng: np.random.Generator) -> np.ndarray:
+    """Bernoulli(exp(−γ)) with γ = (x1/d1)·(x2/d2) per element (x1, x2 ≥ 0), exactly.
+
+    γ itself needs a denominator d1·d2 that can exceed 64 bits, so it is never formed. With
+    j_i = max(1, ⌈x_i/d_i⌉) and m = j1·j2 ≥ γ: exp(−γ) = exp(−γ/m)^m, an AND of m independent
+    Bernoulli(exp(−γ/m)), each by CKS20 Alg. 1 (γ/m ≤ 1) in :func:`_bern_exp_ratios`.
+    """
+    size = x1.size
+    j1 = np.maximum((x1 + (d1 - 1)) // d1, 1)
+    j2 = np.maximum((x2 + (d2 - 1)) // d2, 1)
+    alive = np.empty(size, dtype=bool)
+    # Most elements have γ ≤ 1 with j1 = j2 = 1: one factor, scalar bounds (faster draws).
+    simple = np.asarray((j1 == 1) & (j2 == 1), dtype=bool)
+    alive[simple] = _bern_exp_ratios(x1[simple], d1, x2[simple], d2, rng)
+    rest = np.flatnonzero(~simple)
+    alive[rest] = True
+    j1, j2 = j1[rest], j2[rest]
+    h1, h2, m = j1 * d1, j2 * d2, j1 * j2
+    idx = np.arange(rest.size)
+    done = 0
+    while idx.size:
+        res = _bern_exp_ratios(x1[rest[idx]], h1[idx], x2[rest[idx]], h2[idx], rng)
+        alive[rest[idx[~res]]] = False
+        done += 1
+        idx = idx[res]
+        idx = idx[np.asarray(m[idx] > done, dtype=bool)]
+    return alive
+
+
+def _bern_exp_ratios(
+    x1: np.ndarray, h1: int | np.ndarray, x2: np.ndarray, h2: int | np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Bernoulli(exp(−(x1/h1)·(x2/h2))) for 0 ≤ x_i ≤ h_i (h_i scalar or per element): CKS20 Alg. 1.
+
+    A_k ~ Bernoulli(γ/k) = Bernoulli(x1/(h1·k)) AND Bernoulli(x2/h2), for k = 1, 2, ... until one
+    is 0; the result is 1 iff that k is odd.
+    """
+    out = np.zeros(x1.size, dtype=bool)
+    sub = np.arange(x1.size)
+    k = 1
+    while sub.size:
+        a = h1[sub] if isinstance(h1, np.ndarray) else h1
+        b = h2[sub] if isinstance(h2, np.ndarray) else h2
+        if not isinstance(a, np.ndarray):
+            fits = a * k <= _I62
+        else:
+            fits = a.dtype == object or int(a.max()) * k <= _I62
+        if fits:
+            cont = np.asarray(_below(a * k, sub.size, rng) < x1[sub], dtype=bool)
+        else:  # h1·k would overflow int64: draw the Bernoulli(1/k) factor separately
+            cont = np.asarray(_below(a, sub.size, rng) < x1[sub], dtype=bool)
+            cont &= rng.integers(0, k, sub.size) == 0
+        w = np.flatnonzero(cont)  # the second factor matters only where the first holds
+        if isinstance(b, np.ndarray):
+            b = b[w]
+        cont[w] = np.asarray(_below(b, w.size, rng) < x2[sub[w]], dtype=bool)
+        if k & 1:
+            out[sub[~cont]] = True
+        sub = sub[cont]
+        k += 1
+    return out
+
+
+# --------------------------------------------------------------------------- discrete Laplace
+
+
+def _laplace_batch(t: int, s: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Accepted draws of Lap_Z(t/s) from ``count`` candidates (CKS20 Alg. 2, one rejection round)."""
+    big = t > _LAP_INT64_MAX or s > _LAP_INT64_MAX
+    u = _below(t, count, rng) if t > 1 else np.zeros(count, dtype=np.int64)
+    if t > 1:
+        u = u[_bern_exp_fraction(u, t, rng)]
+    v = _geometric_e1(u.size, rng)
+    negative = rng.integers(0, 2, u.size).astype(bool)
+    if not big and (v.size == 0 or t * (int(v.max()) + 1) <= _I62):
+        y = (u + t * v) // s
+    else:  # huge parameters, or an astronomically long geometric run: exact Python integers
+        y = ((u.astype(object) + t * v.astype(object)) // s).astype(np.int64)
+    keep = ~(negative & (y == 0))  # reject "−0" so that 0 is not counted twice
+    return np.where(negative, -y, y)[keep]
+
+
+def discrete_laplace(scale: Fraction | float, size: int | tuple[int, ...], *, rng: np.random.Generator) -> np.ndarray:
+    """Exact draws (int64, shape ``size``) of the discrete Laplace law P(X=x) ∝ exp(−|x|/scale), x ∈ ℤ.
+
+    Guarantee: adding it to an integer query of L1 sensitivity Δ with scale ≥ Δ/ε is ε-DP
+    (the geometric mechanism, Ghosh et al. 2009; CKS20 Thm 2). Sampler: CKS20 Algorithm 2 with
+    scale = t/s. A float scale is first rounded up with :func:`rational_at_least`; scale 0 gives zeros.
+    """
+    _check_rng(rng)
+    shape = _shape(size)
+    f = _parameter(scale, "noise scale", _MAX_LAPLACE_SCALE)
+    total = math.prod(shape)
+    if f == 0 or total == 0:
+        return np.zeros(shape, dtype=np.int64)
+    t, s = f.numerator, f.denominator
+    return _fill(total, lambda c: _laplace_batch(t, s, c, rng), 5, 3).reshape(shape)
+
+
+def _fill(total: int, batch, num: int, den: int) -> np.ndarray:
+    """Collect ``total`` accepted draws from batches sized by the observed acceptance rate.
+
+    Taking the first accepted candidates of i.i.d. trials leaves them i.i.d. from the target, so
+    the batch sizes (start: num/den candidates per draw) affect speed only.
+    """
+    out = np.empty(total, dtype=np.int64)
+    filled = 0
+    while filled < total:
+        need = total - filled
+        tried = need * num // den + 64
+        got = batch(tried)
+        take = min(got.size, need)
+        out[filled : filled + take] = got[:take]
+        filled += take
+        if got.size:
+            num, den = tried * 9, got.size * 8  # oversample by 1/8 at the observed rate
+    return out
+
+
+# --------------------------------------------------------------------------- discrete Gaussian
+
+
+def _gaussian_batch(n: int, d: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Accepted draws of N_Z(0, σ² = n/d) from ``count`` candidates (CKS20 Alg. 3, one round).
+
+    Proposal Y ~ Lap_Z(t), t = ⌊σ⌋ + 1; accept with probability exp(−(|Y| − σ²/t)²/(2σ²)).
+    With A = |Y|·d·t − n the exponent is A²/(2·n·d·t²) = (|A|/n)·(|A|/(2·d·t²)), a product of
+    two ratios of numbers that stay near the size of n, never the 4th power of σ.
+    """
+    t = math.isqrt(n // d) + 1
+    y = _laplace_batch(t, 1, count, rng)
+    ay = np.abs(y)
+    dt, d2 = d * t, 2 * d * t * t
+    accept = np.zeros(y.size, dtype=bool)
+    # Elements whose factors provably fit int64 (|A| ≤ a_max and j1, j2 ≤ 2^30).
+    if n <= _I61 and d2 <= _I61:
+        a_max = min(_I61, _J_MAX * n, _J_MAX * d2)
+        small = ay <= (n + a_max) // dt
+    else:
+        small = np.zeros(y.size, dtype=bool)
+    if small.any():
+        a = np.abs(ay[small] * dt - n)
+        accept[small] = _bern_exp_product(a, n, a, d2, rng)
+    if not small.all():  # rare: Python integers
+        a = np.abs(ay[~small].astype(object) * dt - n)
+        accept[~small] = _bern_exp_product(a, n, a, d2, rng)
+    return y[accept]
+
+
+def discrete_gaussian(sigma2: Fraction | float, size: int | tuple[int, ...], *, rng: np.random.Generator) -> np.ndarray:
+    """Exact draws (int64, shape ``size``) of P(X=x) ∝ exp(−x²/(2σ²)), x ∈ ℤ (CKS20 Algorithm 3).
+
+    Guarantee: added to a query of L2 sensitivity Δ₂ it satisfies ρ-zCDP with ρ = Δ₂²/(2σ²)
+    (CKS20 Thm 4). A float σ² is rounded up to a rational whose denominator keeps the arithmetic in
+    int64; a Fraction is used exactly. σ² = 0 gives zeros.
+    """
+    _check_rng(rng)
+    shape = _shape(size)
+    f = _gaussian_sigma2(sigma2)
+    total = math.prod(shape)
+    if f == 0 or total == 0:
+        return np.zeros(shape, dtype=np.int64)
+    n, d = f.numerator, f.denominator
+    return _fill(total, lambda c: _gaussian_batch(n, d, c, rng), 2, 1).reshape(shape)
+
+
+# --------------------------------------------------------------------------- pmfs (floating point)
+
+
+def discrete_laplace_pmf(x: np.ndarray, scale: Fraction | float) -> np.ndarray:
+    """P(X=x) = tanh(1/(2b))·exp(−|x|/b) for the distribution :func:`discrete_laplace` samples."""
+    xs = np.abs(np.asarray(x, dtype=np.float64))
+    b = float(_parameter(scale, "noise scale", _MAX_LAPLACE_SCALE))
+    if b == 0:
+        return (xs == 0).astype(np.float64)
+    return math.tanh(0.5 / b) * np.exp(-xs / b)
+
+
+def discrete_gaussian_pmf(x: np.ndarray, sigma2: Fraction | float) -> np.ndarray:
+    """P(X=x) = exp(−x²/(2σ²))/Z for the distribution :func:`discrete_gaussian` samples.
+
+    Z = Σ_k exp(−k²/(2σ²)) directly for σ² < 1, else by Poisson summation
+    Z = √(2πσ²)·Σ_k exp(−2π²σ²k²) (the k ≠ 0 terms are below 1e-8 relative).
+    """
+    xs = np.asarray(x, dtype=np.float64)
+    s2 = float(_gaussian_sigma2(sigma2))
+    if s2 == 0:
+        return (xs == 0).astype(np.float64)
+    if s2 < 1:
+        k = np.arange(-60, 61, dtype=np.float64)
+        z = float(np.exp(-k * k / (2 * s2)).sum())
+    else:
+        k = np.arange(1, 4, dtype=np.float64)
+        z = math.sqrt(2 * math.pi * s2) * (1 + 2 * float(np.exp(-2 * math.pi**2 * s2 * k * k).sum()))
+    return np.exp(-xs * xs / (2 * s2)) / z
