@@ -36,6 +36,7 @@ from dpsynth.neighbours import (
     histogram_l2_sensitivity,
     histogram_l2_sensitivity_squared,
 )
+from dpsynth.zcdp import delta_from_rho
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -86,12 +87,16 @@ class DiscreteLaplace:
 
     def noise_std(self) -> float:
         """Standard deviation of one draw: sqrt(2p)/(1−p), p = exp(−1/scale)."""
+        if self.scale == 0:
+            return 0.0
         p = math.exp(-1.0 / float(self.scale))
         return math.sqrt(2.0 * p) / (1.0 - p)
 
     def tail(self, a: float) -> float:
         """P(|Z| ≥ a) for integer-valued Z: 2pᵗ/(1+p) with t = ⌈a⌉ ≥ 1."""
         t = max(1, math.ceil(a))
+        if self.scale == 0:
+            return 0.0
         p = math.exp(-1.0 / float(self.scale))
         return min(1.0, 2.0 * p**t / (1.0 + p))
 
@@ -140,7 +145,7 @@ class DiscreteGaussian:
         else:
             # several rows per person: the worst shift is not a unit vector; use the zCDP bound (rigorous).
             d2 = histogram_l2_sensitivity_squared(rel, k)
-            prof = lambda s2: zcdp_delta(eps, d2 / (2.0 * s2))  # noqa: E731
+            prof = lambda s2: delta_from_rho(d2 / (2.0 * s2), eps)  # noqa: E731
         lo = 1e-6
         hi = max(1.0, analytic_gaussian_sigma(eps, dlt, l2) ** 2 * 4)
         while prof(hi) > dlt:
@@ -239,16 +244,6 @@ def discrete_gaussian_delta(epsilon: float, sigma2: float, neighbours: Neighbour
     w = np.arange(-2 * z[-1], 2 * z[-1] + 1)
     loss = (1.0 + w) / sigma2
     return float(np.sum(gg * np.maximum(0.0, 1.0 - np.exp(np.minimum(epsilon - loss, 50.0))))) + tail_slack
-
-
-def zcdp_delta(epsilon: float, rho: float) -> float:
-    """δ such that ρ-zCDP implies (ε, δ)-DP (CKS20 Prop. 12 / Cor. 13, optimised over α)."""
-    if rho <= 0:
-        return 0.0
-    alphas = np.exp(np.linspace(np.log(1.0001), np.log(1e5), 4000))
-    a = alphas
-    logd = (a - 1) * (a * rho - epsilon) + (a - 1) * np.log1p(-1.0 / a) - np.log(a)
-    return float(min(1.0, np.exp(logd.min())))
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:

@@ -27,12 +27,12 @@ a projection cannot increase the L1 or L2 change.
 from __future__ import annotations
 
 import math
-from enum import Enum
+from enum import StrEnum
 
 from dpsynth.errors import InputError
 
 
-class Neighbours(str, Enum):
+class Neighbours(StrEnum):
     """The neighbouring relation the guarantee is stated for."""
 
     ADD_REMOVE = "add-remove"

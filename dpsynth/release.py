@@ -20,7 +20,7 @@ import platform
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -253,7 +253,7 @@ def _card_base(
     return {
         "format": "dpsynth-release-card/1",
         "release_id": uuid.uuid4().hex if secure else f"seeded-{seed}",
-        "created": created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
         "dataset": label,
         "privacy": {
             "epsilon": eps,

@@ -1,0 +1,204 @@
+"""Plotly figure builders for the dashboard: pure functions from library results to figures.
+
+The ``*_counts`` helpers turn a release and the real table into per-cell counts for plotting;
+the noisy side is read from the released histogram or model only (post-processing), the real
+side is for the curator's eyes only. No function here draws randomness or spends budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dpsynth.binning import encode
+from dpsynth.release import Release
+from dpsynth.schema import Schema
+
+REAL = "real data (only you see this)"
+NOISY = "released noisy counts"
+SYNTH = "synthetic data (released)"
+COLOURS = {REAL: "#636363", NOISY: "#e6550d", SYNTH: "#3182bd"}
+
+
+# ---------------------------------------------------------------- counts for plots
+def released_marginal(rel: Release, columns: Sequence[str]) -> np.ndarray | None:
+    """Noisy counts of the marginal on ``columns`` from the released histogram or model (post-processing)."""
+    idx = [rel.schema.names.index(c) for c in columns]
+    if rel.noisy_counts is not None:
+        full = np.asarray(rel.noisy_counts, dtype=np.float64).reshape(rel.schema.sizes)
+        other = tuple(j for j in range(len(rel.schema.sizes)) if j not in idx)
+        summed = full.sum(axis=other) if other else full
+        kept = sorted(idx)
+        return np.moveaxis(summed, [kept.index(j) for j in idx], list(range(len(idx)))) if len(idx) > 1 else summed
+    if rel.model is not None:
+        # the smallest released measurement that covers the columns, summed down to them
+        for cols, y in sorted(rel.model.measurements, key=lambda m: len(m[0])):
+            if set(idx) <= set(cols):
+                t = np.asarray(y, dtype=np.float64).reshape([rel.schema.sizes[j] for j in cols])
+                other = tuple(p for p, j in enumerate(cols) if j not in idx)
+                t = t.sum(axis=other) if other else t
+                kept = [j for j in cols if j in idx]
+                return np.transpose(t, [kept.index(j) for j in idx]) if len(idx) > 1 else t
+    return None
+
+
+def table_marginal(df: pd.DataFrame, schema: Schema, columns: Sequence[str]) -> np.ndarray:
+    """Counts of the marginal on ``columns`` of a table, in the schema's cells."""
+    sub = schema.select(list(columns))
+    codes = encode(df, sub).codes
+    flat = np.ravel_multi_index(tuple(codes.T), sub.sizes) if len(codes) else np.zeros(0, dtype=np.int64)
+    return np.bincount(flat, minlength=int(np.prod(sub.sizes))).reshape(sub.sizes).astype(np.float64)
+
+
+def _share(counts: np.ndarray) -> np.ndarray:
+    c = np.clip(np.asarray(counts, dtype=np.float64), 0, None)
+    s = c.sum()
+    return c / s if s > 0 else c
+
+
+# ---------------------------------------------------------------- utility figures
+def marginal_figure(labels: Sequence[str], series: dict[str, np.ndarray], column: str) -> go.Figure:
+    """Grouped bars of the share of rows per cell of one column, one colour per source."""
+    fig = go.Figure()
+    for name, counts in series.items():
+        if counts is None:
+            continue
+        fig.add_bar(x=list(labels), y=_share(counts), name=name, marker_color=COLOURS.get(name))
+    fig.update_layout(barmode="group", title=f"{column}: share of rows in each cell", yaxis_tickformat=".0%",
+                      legend={"orientation": "h", "y": -0.25}, margin={"t": 50, "b": 10}, height=380)
+    return fig
+
+
+def heatmap_pair_figure(x_labels: Sequence[str], y_labels: Sequence[str], tables: dict[str, np.ndarray],
+                        x: str, y: str) -> go.Figure:
+    """Side-by-side heatmaps of a two-column marginal (shares), one panel per source."""
+    items = [(k, v) for k, v in tables.items() if v is not None]
+    fig = make_subplots(rows=1, cols=len(items), subplot_titles=[k for k, _ in items], shared_yaxes=True)
+    zmax = max(float(_share(v).max()) for _, v in items) or 1.0
+    for i, (_, counts) in enumerate(items):
+        fig.add_trace(go.Heatmap(z=_share(counts).T, x=list(x_labels), y=list(y_labels), zmin=0, zmax=zmax,
+                                 coloraxis="coloraxis"), row=1, col=i + 1)
+    fig.update_layout(title=f"{x} × {y}: share of rows", coloraxis={"colorscale": "Blues"}, height=420,
+                      margin={"t": 70})
+    return fig
+
+
+def correlation_figure(corrs: dict[str, pd.DataFrame]) -> go.Figure:
+    """Pearson correlations of the numeric columns: real, synthetic, and their difference."""
+    names = [("real", "real data (only you)"), ("synthetic", "synthetic data"), ("difference", "synthetic − real")]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in names], horizontal_spacing=0.08)
+    for i, (key, _) in enumerate(names):
+        m = corrs[key]
+        fig.add_trace(go.Heatmap(z=m.to_numpy(), x=list(m.columns), y=list(m.index), zmin=-1, zmax=1,
+                                 colorscale="RdBu", reversescale=True, showscale=i == 2,
+                                 text=np.round(m.to_numpy(), 2), texttemplate="%{text}"), row=1, col=i + 1)
+    fig.update_layout(height=430, margin={"t": 60})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def mean_errors_figure(draws: pd.DataFrame, column: str, epsilon: float) -> go.Figure:
+    """Seed 000's figure: errors of the histogram mean vs the Laplace-perturbed mean over simulated runs."""
+    fig = go.Figure()
+    for name, part in draws.groupby("estimator", sort=False):
+        fig.add_histogram(x=part["error"], name=str(name), opacity=0.6, nbinsx=60)
+    fig.add_vline(x=0, line_dash="dash", line_color="black")
+    fig.update_layout(barmode="overlay", title=f"Error of two private means of {column} at ε = {epsilon:g}"
+                      f" ({len(draws) // 2:,} simulated releases each)",
+                      xaxis_title="estimate − true mean", yaxis_title="number of simulated releases",
+                      legend={"orientation": "h", "y": -0.25}, height=400)
+    return fig
+
+
+def tvd_pairs_figure(two_way: pd.DataFrame, names: Sequence[str]) -> go.Figure:
+    """Matrix of total-variation distance between real and synthetic 2-way marginals (0 = identical)."""
+    n = len(names)
+    m = np.full((n, n), np.nan)
+    pos = {c: i for i, c in enumerate(names)}
+    for label, value in zip(two_way["columns"], two_way["tvd"], strict=True):
+        a, b = label.split(" × ")
+        m[pos[a], pos[b]] = m[pos[b], pos[a]] = value
+    fig = go.Figure(go.Heatmap(z=m, x=list(names), y=list(names), zmin=0, zmax=max(0.05, float(np.nanmax(m)) if n > 1 else 1),
+                               colorscale="Reds", text=np.round(m, 3), texttemplate="%{text}",
+                               colorbar={"title": "TVD"}))
+    fig.update_layout(title="Total-variation distance of every pair of columns, real vs synthetic (lower is better)",
+                      height=max(380, 32 * n + 150), margin={"t": 60})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def tradeoff_figure(curves: pd.DataFrame, column: str) -> go.Figure:
+    """Error versus ε: RMSE of both private means of ``column`` and the mean 1-way TVD."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"error of the mean of {column}", "mean 1-way TVD (all columns)"])
+    fig.add_scatter(x=curves["epsilon"], y=curves["rmse_histogram_mean"], name="mean from private histogram",
+                    mode="lines+markers", row=1, col=1)
+    fig.add_scatter(x=curves["epsilon"], y=curves["rmse_perturbed_mean"], name="Laplace-perturbed mean",
+                    mode="lines+markers", row=1, col=1)
+    fig.add_scatter(x=curves["epsilon"], y=curves["mean_tvd_1way"], name="noisy histogram marginals (TVD)",
+                    mode="lines+markers", row=1, col=2)
+    fig.update_xaxes(type="log", title_text="ε (log scale)")
+    fig.update_yaxes(type="log", title_text="RMSE (log scale)", row=1, col=1)
+    fig.update_yaxes(title_text="TVD", row=1, col=2)
+    fig.update_layout(height=420, legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def bins_figure(curve: pd.DataFrame, column: str, epsilon: float) -> go.Figure:
+    """RMSE of the histogram mean versus the number of bins (too few: bias; too many: noise)."""
+    fig = go.Figure()
+    fig.add_scatter(x=curve["bins"], y=curve["rmse_histogram_mean"], name="mean from private histogram", mode="lines+markers")
+    fig.add_scatter(x=curve["bins"], y=curve["rmse_perturbed_mean"], name="Laplace-perturbed mean (no bins)",
+                    mode="lines", line_dash="dash")
+    fig.update_layout(title=f"Error of the mean of {column} versus number of bins, ε = {epsilon:g}",
+                      xaxis_title="number of bins", yaxis_title="RMSE", height=400, legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def risk_figure(report: dict[str, Any]) -> go.Figure:
+    """Share of records unique on the quasi-identifiers: real (raw, binned) vs synthetic."""
+    labels = ["real data, exact values", "real data, binned as in the schema", "synthetic data",
+              "synthetic rows matching a unique real person"]
+    values = [report["real_unique_raw"], report["real_unique_binned"], report["synthetic_unique_binned"],
+              report["synthetic_matching_real_unique"]]
+    fig = go.Figure(go.Bar(x=labels, y=values, marker_color=["#636363", "#969696", "#3182bd", "#e6550d"],
+                           text=[f"{v:.1%}" for v in values], textposition="outside"))
+    fig.update_layout(title="Records unique on " + ", ".join(report["quasi_identifiers"]), yaxis_tickformat=".0%",
+                      yaxis_range=[0, max(0.05, max(values) * 1.2)], height=400)
+    return fig
+
+
+# ---------------------------------------------------------------- learning page
+def outputs_figure(samples: dict[str, np.ndarray], title: str, xaxis: str) -> go.Figure:
+    """Overlaid histograms of a mechanism's outputs on two neighbouring inputs."""
+    fig = go.Figure()
+    for name, x in samples.items():
+        fig.add_histogram(x=np.asarray(x), name=name, opacity=0.55, histnorm="probability")
+    fig.update_layout(barmode="overlay", title=title, xaxis_title=xaxis, yaxis_title="share of draws", height=380,
+                      legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def choice_figure(options: Sequence[str], scores: Sequence[float], shares: Sequence[float]) -> go.Figure:
+    """Exponential mechanism: each option's score and how often it was selected."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["score (utility) of each option", "how often it was chosen"])
+    fig.add_bar(x=list(options), y=list(scores), row=1, col=1, marker_color="#969696", showlegend=False)
+    fig.add_bar(x=list(options), y=list(shares), row=1, col=2, marker_color="#3182bd", showlegend=False)
+    fig.update_yaxes(tickformat=".0%", row=1, col=2)
+    fig.update_layout(height=360)
+    return fig
+
+
+def budget_figure(spends: pd.DataFrame, total: float) -> go.Figure:
+    """Cumulative ε spent on a dataset over time, against its total budget."""
+    fig = go.Figure()
+    if len(spends):
+        fig.add_scatter(x=spends["time"], y=spends["epsilon"].cumsum(), mode="lines+markers", line_shape="hv",
+                        name="ε spent so far")
+    fig.add_hline(y=total, line_dash="dash", line_color="red", annotation_text=f"total budget ε = {total:g}")
+    fig.update_layout(title="Privacy budget spent on this dataset", yaxis_title="ε", height=320, margin={"t": 50})
+    return fig

@@ -1,0 +1,100 @@
+"""The command line: release, schema, ledger, resample, preview; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dpsynth.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def files(tmp_path, small_df, small_schema):
+    data = tmp_path / "data.csv"
+    small_df.to_csv(data, index=False)
+    schema = tmp_path / "schema.json"
+    schema.write_text(small_schema.to_json())
+    return tmp_path, data, schema
+
+
+def test_release_writes_everything_and_charges_ledger(files, capsys):
+    tmp, data, schema = files
+    led = tmp / "ledger.sqlite"
+    code = main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "s.csv"),
+                 "--histogram-out", str(tmp / "h.csv"), "--card-out", str(tmp / "card.json"), "--ledger", str(led),
+                 "--budget", "2", "--seed", "1"])
+    assert code == 0
+    synth = pd.read_csv(tmp / "s.csv")
+    assert list(synth.columns) == ["age", "colour"]
+    assert len(pd.read_csv(tmp / "h.csv")) == 20
+    card = json.loads((tmp / "card.json").read_text())
+    assert card["privacy"]["epsilon"] == 1.0
+    assert (tmp / "card.md").exists()
+    assert main(["ledger", "--ledger", str(led)]) == 0
+    out = capsys.readouterr().out
+    assert "spent ε = 1 of 2" in out
+    # the second and third releases: 1 + 1 fits, a third does not
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "s2.csv"),
+                 "--ledger", str(led)]) == 0
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "0.5", "--out", str(tmp / "s3.csv"),
+                 "--ledger", str(led)]) == 2
+    err = capsys.readouterr().err
+    assert "exceeding the privacy budget" in err
+    assert not (tmp / "s3.csv").exists()
+
+
+def test_resample_from_released_histogram(files):
+    tmp, data, schema = files
+    main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "s.csv"),
+          "--histogram-out", str(tmp / "h.csv"), "--ledger", str(tmp / "l.sqlite"), "--seed", "2"])
+    assert main(["resample", str(tmp / "h.csv"), "--schema", str(schema), "--rows", "777", "--out", str(tmp / "r.csv")]) == 0
+    assert len(pd.read_csv(tmp / "r.csv")) == 777
+
+
+def test_schema_draft_warns(files, capsys):
+    tmp, data, _ = files
+    assert main(["schema", str(data), "--out", str(tmp / "draft.json")]) == 0
+    assert "NOT private" in capsys.readouterr().err
+    draft = json.loads((tmp / "draft.json").read_text())
+    assert all(c["provenance"] == "data" for c in draft["columns"])
+
+
+def test_preview_touches_no_data(files, capsys):
+    _, _, schema = files
+    assert main(["preview", "--schema", str(schema), "--epsilon", "1", "--expected-rows", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "20 cells" in out and "warning" in out
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "empty"),
+    (b"age,colour\n1,red\n2,red,extra\n", "Expected 2 fields"),
+    (b"age,colour\n\xff\xfe\xfa,red\n", "not UTF-8"),
+    (b"age,colour\n5,purple\n", "purple"),
+])
+def test_bad_input_exits_2_with_one_line(files, capsys, content, fragment):
+    tmp, _, schema = files
+    bad = tmp / "bad.csv"
+    bad.write_bytes(content)
+    code = main(["release", str(bad), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "o.csv"),
+                 "--ledger", str(tmp / "l.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert fragment in err
+    assert "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1
+
+
+def test_module_entry_point_no_traceback(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "dpsynth", "release", str(tmp_path / "nope.csv"), "--schema",
+                          str(tmp_path / "nope.json"), "--epsilon", "1", "--out", str(tmp_path / "o.csv")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert "does not exist" in out.stderr and "Traceback" not in out.stderr

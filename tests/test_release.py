@@ -1,0 +1,165 @@
+"""release(): exact behaviour with noise off, the card, the ledger-first order, utility on Adult."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpsynth
+from dpsynth import mechanisms
+from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.artifacts import card_markdown, release_files, release_zip
+from dpsynth.binning import encode
+from dpsynth.errors import BudgetExceededError, InputError
+from dpsynth.histogram import counts_from_frame, histogram_frame
+from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+from dpsynth.utility import fidelity
+
+
+@pytest.fixture
+def no_noise(monkeypatch):
+    """Scale-0 noise: the mechanism returns the exact counts, so outputs are exactly predictable."""
+    monkeypatch.setattr(mechanisms.DiscreteLaplace, "calibrate",
+                        classmethod(lambda cls, eps, rel, k=1: cls(epsilon=eps, l1_sensitivity=1, scale=Fraction(0))))
+
+
+def test_exact_histogram_when_noise_is_off(no_noise, small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=0)
+    exact = np.bincount(
+        np.ravel_multi_index(tuple(encode(small_df, small_schema).codes.T), small_schema.sizes),
+        minlength=small_schema.n_cells,
+    )
+    assert rel.histogram["count"].tolist() == exact.tolist()
+    assert len(rel.histogram) == small_schema.n_cells  # every cell, empty ones included
+    assert len(rel.synthetic) == len(small_df)  # noisy total == n when there is no noise
+    assert list(rel.synthetic.columns) == ["age", "colour"]
+
+
+def test_synthetic_values_stay_in_the_declared_domain(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=0.5, seed=3)
+    s = rel.synthetic
+    assert s["age"].between(0, 100).all()
+    assert s["age"].dtype == np.int64
+    assert set(s["colour"].dropna()) <= {"red", "green", "blue"}
+
+
+def test_card_states_guarantee_and_has_nothing_from_the_data(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=0.7, neighbours="replace-one", seed=5)
+    card = rel.card
+    assert card["privacy"]["epsilon"] == 0.7
+    assert card["privacy"]["neighbours"] == "replace-one"
+    assert card["mechanism"]["l1_sensitivity"] == 2
+    assert card["randomness"]["for_publication"] is False
+    assert any("NOT for publication" in w for w in card["warnings"])
+    text = json.dumps(card)
+    assert str(len(small_df)) not in text.replace(str(card["post_processing"]["synthetic_rows"]), "")
+    assert "dpsynth" in card["software"]
+    assert "ε = 0.7" in card_markdown(card)
+
+
+def test_secure_release_is_marked_for_publication(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0)
+    assert rel.card["randomness"]["for_publication"] is True
+    other = dpsynth.release(small_df, small_schema, epsilon=1.0)
+    assert not np.array_equal(rel.noisy_counts, other.noisy_counts)
+
+
+def test_seed_makes_release_reproducible(small_df, small_schema):
+    a = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=42)
+    b = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=42)
+    assert a.histogram.equals(b.histogram)
+    assert a.synthetic.equals(b.synthetic)
+
+
+def test_rows_option_and_resampling(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, rows=123, seed=1)
+    assert len(rel.synthetic) == 123
+    more = rel.resample(1000, rng=np.random.default_rng(2))
+    assert len(more) == 1000
+    counts = counts_from_frame(rel.histogram, small_schema)
+    assert counts.tolist() == rel.noisy_counts.tolist()
+
+
+def test_histogram_frame_round_trip(small_schema):
+    counts = np.arange(small_schema.n_cells) - 3
+    frame = histogram_frame(counts, small_schema)
+    shuffled = frame.sample(frac=1.0, random_state=0)
+    assert counts_from_frame(shuffled, small_schema).tolist() == counts.tolist()
+    with pytest.raises(InputError, match="exactly once"):
+        counts_from_frame(frame.iloc[1:], small_schema)
+
+
+def test_ledger_is_charged_before_noise_and_refuses_overspend(tmp_path, small_df, small_schema, monkeypatch):
+    led = Ledger(tmp_path / "l.sqlite")
+    seen = []
+    real = mechanisms.DiscreteLaplace.__call__
+
+    def spy(self, counts, *, rng):
+        seen.append(led.spent("ds").epsilon)
+        return real(self, counts, rng=rng)
+
+    monkeypatch.setattr(mechanisms.DiscreteLaplace, "__call__", spy)
+    dpsynth.release(small_df, small_schema, epsilon=0.6, ledger=led, dataset_id="ds", budget=PrivacyBudget(1.0), seed=0)
+    assert seen == [pytest.approx(0.6)]
+    with pytest.raises(BudgetExceededError):
+        dpsynth.release(small_df, small_schema, epsilon=0.6, ledger=led, dataset_id="ds", seed=0)
+    assert led.spent("ds").epsilon == pytest.approx(0.6)
+
+
+def test_bad_input_fails_before_any_charge(tmp_path, small_schema):
+    led = Ledger(tmp_path / "l.sqlite")
+    bad = pd.DataFrame({"age": ["1", "x"], "colour": ["red", "red"]})
+    with pytest.raises(InputError, match="row 2"):
+        dpsynth.release(bad, small_schema, epsilon=1.0, ledger=led, dataset_id="ds")
+    assert led.spent("ds").epsilon == 0
+
+
+def test_id_column_bounds_contributions(small_schema):
+    df = pd.DataFrame({"pid": ["a"] * 50 + ["b"], "age": ["30"] * 51, "colour": ["red"] * 51})
+    rel = dpsynth.release(df, small_schema, epsilon=1.0, id_column="pid", max_contributions=2, seed=0)
+    assert rel.card["privacy"]["unit_of_protection"]["max_rows_per_person"] == 2
+    assert rel.card["mechanism"]["l1_sensitivity"] == 2
+    with pytest.raises(InputError, match="ID column"):
+        dpsynth.release(df, small_schema, epsilon=1.0, max_contributions=2)
+
+
+def test_gaussian_release(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, delta=1e-6, seed=0)
+    assert rel.card["mechanism"]["mechanism"] == "discrete Gaussian"
+    assert rel.card["privacy"]["delta"] == 1e-6
+
+
+def test_files_and_zip(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=0, created="2026-01-01T00:00:00+00:00")
+    files = release_files(rel)
+    assert set(files) == {"synthetic.csv", "histogram.csv", "card.json", "card.md"}
+    assert release_zip(rel) == release_zip(rel)
+
+
+def test_data_derived_schema_is_flagged(small_df):
+    schema = Schema((CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True, provenance="data"),))
+    rel = dpsynth.release(small_df, schema, epsilon=1.0, seed=0)
+    assert any("NOT PRIVATE" in w for w in rel.card["warnings"])
+
+
+def test_adult_three_columns_one_way_tvd_below_002(adult, adult_schema):
+    schema = adult_schema.select(["age", "education", "income"])
+    tvds = []
+    for seed in range(3):
+        rel = dpsynth.release(adult, schema, epsilon=1.0, seed=seed)
+        tvds.append(fidelity(adult, rel.synthetic, schema)["mean_one_way"])
+    assert max(tvds) < 0.02
+
+
+def test_auto_method_uses_histogram_for_small_domains(small_df, small_schema):
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, method="auto", seed=0)
+    assert rel.card["method"]["name"] == "histogram"
+    huge = Schema(tuple(NumericColumn(name=f"c{i}", lower=0, upper=1, bins=20) for i in range(6)))
+    from dpsynth.release import choose_method
+
+    name, why = choose_method(huge, mechanisms.calibrate(1.0, 0.0, "add-remove"), "auto", None)
+    assert name == "marginals" and "cells" in why
