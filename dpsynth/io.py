@@ -201,9 +201,13 @@ def to_safe_csv(df: pd.DataFrame) -> bytes:
     out = df.copy()
     for c in out.columns:
         if not pd.api.types.is_numeric_dtype(out[c].dtype):
-            out[c] = out[c].map(escape_cell, na_action="ignore")
+            text = out[c].astype("string")
+            risky = text.str.startswith(_FORMULA_START).fillna(False).to_numpy(dtype=bool)
+            if risky.any():
+                out[c] = text.where(~risky, "'" + text)
     out.columns = [str(escape_cell(str(c))) for c in out.columns]
-    return out.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    # RFC 4180 line ends: the writer then quotes any field holding a CR or LF
+    return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
 
 def write_safe_csv(df: pd.DataFrame, path: str | Path) -> None:
