@@ -1,0 +1,70 @@
+"""dpsynth dashboard: point-and-click differentially private synthetic data.
+
+Run with ``streamlit run app.py`` (or ``./run``). This file only sets up navigation and the
+sidebar; each page in ``pages/`` gathers input, calls :mod:`dpsynth` and draws the result.
+All session state lives in one :class:`dpsynth.ui_state.AppState`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from dpsynth.errors import DPSynthError
+from dpsynth.ui_state import get_state
+
+HERE = Path(__file__).parent
+
+
+def sidebar_status() -> None:
+    """Where the curator is: dataset, schema, budget spent, release."""
+    state = get_state(st.session_state)
+    with st.sidebar:
+        st.markdown("### Your session")
+        if not state.has_data:
+            st.caption("No data loaded yet. Start on **1 · Data**.")
+            return
+        st.caption(f"**Data**: {state.data_label}")
+        schema, errors = state.schema()
+        st.caption(f"**Schema**: {len(schema.columns)} columns, {schema.n_cells:,} cells" if schema
+                   else "**Schema**: needs attention")
+        try:
+            ledger = state.ledger()
+            spent = ledger.spent(state.dataset_id)
+            total = ledger.total(state.dataset_id)
+        except DPSynthError as exc:
+            st.error(str(exc))
+            return
+        total_eps = total.epsilon if total else state.total_epsilon
+        st.caption(f"**Budget**: ε spent {spent.epsilon:g} of {total_eps:g}")
+        st.progress(min(1.0, spent.epsilon / total_eps) if total_eps else 1.0)
+        st.caption("**Release**: " + ("ready to download" if state.release is not None else "not made yet"))
+
+
+def run() -> None:
+    """Build the navigation and run the selected page (a function so tests can drive it)."""
+    st.set_page_config(page_title="dpsynth — private synthetic data", page_icon=":material/shield:", layout="wide")
+    pages = {
+        "Make a release": [
+            st.Page(HERE / "pages" / "1_data.py", title="1 · Data", icon=":material/upload_file:", url_path="data", default=True),
+            st.Page(HERE / "pages" / "2_schema.py", title="2 · Schema", icon=":material/table_chart:", url_path="schema"),
+            st.Page(HERE / "pages" / "3_privacy.py", title="3 · Privacy", icon=":material/lock:", url_path="privacy"),
+            st.Page(HERE / "pages" / "4_release.py", title="4 · Release", icon=":material/rocket_launch:", url_path="release"),
+        ],
+        "Check it (only you see these)": [
+            st.Page(HERE / "pages" / "5_utility.py", title="Utility", icon=":material/bar_chart:", url_path="utility"),
+            st.Page(HERE / "pages" / "6_tradeoff.py", title="Trade-off explorer", icon=":material/balance:", url_path="tradeoff"),
+            st.Page(HERE / "pages" / "7_risk.py", title="Re-identification risk", icon=":material/person_search:", url_path="risk"),
+        ],
+        "Learn and audit": [
+            st.Page(HERE / "pages" / "8_mechanisms.py", title="How the noise works", icon=":material/casino:", url_path="mechanisms"),
+            st.Page(HERE / "pages" / "9_ledger.py", title="Privacy ledger", icon=":material/menu_book:", url_path="ledger"),
+        ],
+    }
+    page = st.navigation(pages)
+    page.run()
+    sidebar_status()  # after the page, so it shows what the page just did
+
+
+run()

@@ -1,0 +1,88 @@
+"""Data page: upload a table (CSV, Parquet, Excel) or load the bundled sample; preview it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpsynth.datasets import SAMPLES, sample_path
+from dpsynth.drafting import infer_kind
+from dpsynth.errors import DPSynthError
+from dpsynth.io import read_table
+from dpsynth.schema import load_schema
+from dpsynth.ui_state import AppState, get_state
+
+UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq", "xlsx"]
+
+
+def load_upload(state: AppState) -> None:
+    """Read the uploaded file once (reruns keep the table already read)."""
+    up = st.session_state.get("data_upload")
+    if up is None or up.file_id == state.upload_id:
+        return
+    try:
+        df = read_table(up.getvalue(), up.name)
+        state.load(df, up.name, upload_id=up.file_id)
+    except DPSynthError as exc:
+        state.upload_id = up.file_id
+        state.load_error = str(exc)
+
+
+def load_sample(state: AppState, name: str = "adult") -> None:
+    """Load a bundled sample with its public schema."""
+    info = SAMPLES[name]
+    try:
+        df = read_table(sample_path(name))
+        state.load(df, info["data"], label=info["title"], sample=name, public_schema=load_schema(sample_path(name, "schema")))
+        # The sample's size is documented publicly (UCI), so it may serve as the row-count hint.
+        state.expected_rows = 48_842 if name == "adult" else None
+    except DPSynthError as exc:
+        state.load_error = str(exc)
+
+
+def main() -> None:
+    state = get_state(st.session_state)
+    st.title("1 · Your data")
+    st.markdown(
+        "dpsynth turns a private table into a **differentially private** (DP) release: noisy counts and a"
+        " synthetic table that looks like yours but protects every person in it. Start by loading a table."
+        " It stays in this browser session on this server; nothing is published until you press **Release**."
+    )
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Upload your own file")
+        st.file_uploader("CSV, Parquet or Excel (.xlsx), up to 50 MB", type=UPLOAD_TYPES, key="data_upload",
+                         help="One row per person (or record), one column per variable, a header row with the names.")
+        load_upload(state)
+    with right:
+        st.subheader("…or try the sample")
+        info = SAMPLES["adult"]
+        st.markdown(f"**{info['title']}**  \nSource: {info['source']}.  \nLicence: {info['licence']}.")
+        if st.button("Load the sample dataset", key="load_sample", type="primary" if not state.has_data else "secondary"):
+            load_sample(state)
+
+    if state.load_error:
+        st.error(state.load_error)
+    if not state.has_data:
+        st.info("No table loaded yet.")
+        return
+
+    df = state.data
+    st.success(f"Loaded **{state.data_label}**: {len(df.columns)} columns.")
+    if state.sample:
+        info = SAMPLES[state.sample]
+        st.caption(f"Provenance: {info['source']}. Licence: {info['licence']}. It comes with a public schema"
+                   " (bounds and categories from the UCI documentation, not from the data).")
+    st.markdown("#### Preview (first 100 rows — only you see this)")
+    st.dataframe(df.head(100), height=280, key="data_preview")
+    if "data_kinds" not in state.analyses or state.analyses.get("data_kinds_for") != state.dataset_id:
+        state.analyses["data_kinds"] = {str(c): infer_kind(df[c]) for c in df.columns}
+        state.analyses["data_kinds_for"] = state.dataset_id
+    kinds = state.analyses["data_kinds"]
+    st.markdown("#### Column types (guessed; change them on the Schema page)")
+    st.write(", ".join(f"**{c}**: {k}" for c, k in kinds.items()))
+    if state.left_out:
+        st.warning("Left out of the schema for now (too many distinct values or empty): " + ", ".join(state.left_out))
+    st.page_link("pages/2_schema.py", label="Next: describe the columns (Schema) →", icon=":material/table_chart:")
+
+
+main()

@@ -1,0 +1,155 @@
+"""Schema page: the editable table of columns, domain size, private estimates, save/load JSON."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpsynth.errors import DPSynthError
+from dpsynth.estimates import estimate_column
+from dpsynth.mechanisms import calibrate
+from dpsynth.release import choose_method
+from dpsynth.schema import Schema
+from dpsynth.ui_state import SOURCE_LABELS, AppState, get_state, show_errors
+from dpsynth.utility import accuracy_preview
+
+COLUMN_CONFIG = {
+    "include": st.column_config.CheckboxColumn("include?", help="Put this column in the release."),
+    "column": st.column_config.TextColumn("column", disabled=True),
+    "type": st.column_config.SelectboxColumn("type", options=["numeric", "categorical"], required=True,
+                                             help="numeric: cut into equal bins between lower and upper; categorical: a list."),
+    "lower": st.column_config.NumberColumn("lower", help="Smallest value you expect (values below are raised to it).",
+                                           format="%g"),
+    "upper": st.column_config.NumberColumn("upper", help="Largest value you expect (values above are lowered to it).",
+                                           format="%g"),
+    "bins": st.column_config.NumberColumn("bins", min_value=1, max_value=10_000, step=1,
+                                          help="Number of equal-width bins between lower and upper."),
+    "integer": st.column_config.CheckboxColumn("whole numbers?", help="Synthetic values are whole numbers."),
+    "categories": st.column_config.TextColumn("categories (comma-separated)", width="large",
+                                              help="Every possible value, separated by commas."),
+    "missing": st.column_config.CheckboxColumn("may be empty?", help="Keep a cell for empty values."),
+    "source": st.column_config.SelectboxColumn("where the values come from",
+                                               options=[SOURCE_LABELS["public"], SOURCE_LABELS["data"]],
+                                               help="Values read off the data are NOT private. Type public values"
+                                                    " (e.g. from documentation) or estimate them privately below."),
+}
+
+
+def estimate_panel(state: AppState, schema: Schema | None) -> None:
+    """Replace data-derived values by a DP estimate, charged to the ledger first."""
+    table = state.schema_table
+    flagged = table.loc[table["include"] & (table["source"] == SOURCE_LABELS["data"]), "column"].tolist()
+    with st.expander(f"Replace values read from the data by a private estimate ({len(flagged)} column(s) flagged)",
+                     expanded=bool(flagged)):
+        st.markdown(
+            "Bounds and categories read off the data can reveal individuals (the oldest person's age, a rare"
+            " job title). Either type values you know from public sources into the table above, or estimate"
+            " them here with a small DP spend that is **recorded in the privacy ledger before anything is read**."
+        )
+        if not flagged:
+            st.caption("No included column has values read from the data.")
+            return
+        name = st.selectbox("Column", flagged, key="est_column")
+        row = table.loc[table["column"] == name].iloc[0]
+        c1, c2, c3 = st.columns(3)
+        eps = c1.number_input("ε to spend on this estimate", min_value=0.01, max_value=10.0, value=0.1, step=0.05,
+                              key="est_epsilon", format="%g")
+        if row["type"] == "numeric":
+            lo = c2.number_input("public outer range: lowest possible", value=0.0, key="est_outer_lo", format="%g",
+                                 help="A range you know holds every value, from public knowledge (e.g. age 0 to 120)."
+                                      " It is not read from the data.")
+            hi = c3.number_input("public outer range: highest possible", value=1000.0, key="est_outer_hi", format="%g")
+            delta = 0.0
+        else:
+            delta = c2.number_input("δ (chance a one-person category shows up)", min_value=1e-12, max_value=1e-3,
+                                    value=1e-6, format="%.0e", key="est_delta")
+            lo = hi = 0.0
+        if st.button(f"Estimate {name!r} privately (spends ε = {eps:g})", key="est_run"):
+            with show_errors():
+                current = state.template_column(name)
+                col = estimate_column(
+                    state.data, current, epsilon=eps, delta=delta, outer=(lo, hi), ledger=state.ledger(),
+                    dataset_id=state.dataset_id, budget=state.budget(), neighbours=state.neighbours,
+                    dataset_label=state.data_label,
+                )
+                state.replace_column(col)
+                st.rerun()
+
+
+def save_load(state: AppState, schema: Schema | None) -> None:
+    c1, c2 = st.columns(2)
+    with c1:
+        st.download_button("Save schema (JSON)", data=schema.to_json() if schema else "", file_name="schema.json",
+                           mime="application/json", disabled=schema is None, key="schema_save")
+    with c2:
+        up = st.file_uploader("Load a schema (JSON)", type=["json"], key="schema_upload")
+        if up is not None and state.analyses.get("schema_upload_id") != up.file_id:
+            state.analyses["schema_upload_id"] = up.file_id
+            with show_errors():
+                try:
+                    text = up.getvalue().decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DPSynthError(f"{up.name} is not UTF-8 text.") from None
+                state.set_schema(Schema.from_json(text))
+                st.rerun()
+
+
+def main() -> None:
+    state = get_state(st.session_state)
+    st.title("2 · Schema: describe each column")
+    if not state.has_data:
+        st.info("Load a dataset first.")
+        st.page_link("pages/1_data.py", label="Go to Data", icon=":material/upload_file:")
+        return
+    st.markdown(
+        "The schema is the **public** description of your columns: the range and number of bins of each"
+        " number, the list of possible values of each category. It must not come from the data itself —"
+        " otherwise the release could reveal, say, the age of the oldest person. Untick columns you do not"
+        " want to release. Every combination of cells becomes one cell of the histogram."
+    )
+    edited = st.data_editor(state.schema_table, key=state.editor_key, column_config=COLUMN_CONFIG, hide_index=True,
+                            num_rows="fixed", width="stretch",
+                            height=min(36 * (len(state.schema_table) + 1) + 3, 740))
+    state.take_edits(edited)
+    schema, errors = state.schema()
+
+    flagged = schema.data_derived() if schema else []
+    if flagged:
+        st.warning(":material/warning: **From data — not private**: the values of " + ", ".join(f"**{c}**" for c in flagged) +
+                   " were read from your data. Replace them by public values (type them into the table) or by a"
+                   " private estimate (below) before publishing; otherwise the release card will carry a warning.")
+    for msg in errors:
+        st.error(msg)
+
+    if schema is not None:
+        st.markdown("#### Size of the histogram")
+        sizes = " × ".join(f"{c.n_cells}" for c in schema.columns)
+        cells = schema.n_cells
+        st.metric("cells (combinations of all columns)", f"{cells:,}" if cells < 10**15 else f"about 10^{len(str(cells)) - 1}",
+                  help=f"{sizes} (each column's cells multiplied)")
+        with show_errors():
+            prev = accuracy_preview(schema, state.epsilon, state.spend_delta(), state.neighbours, state.mechanism,
+                                    expected_rows=state.expected_rows)
+            mech = calibrate(state.epsilon, state.spend_delta(), state.neighbours, state.max_contributions,
+                             kind=state.mechanism)
+            method, why = choose_method(schema, mech, state.method, state.expected_rows)
+            for w in prev["warnings"]:
+                if method == "marginals":
+                    st.info(f"A full histogram would be too sparse at ε = {state.epsilon:g}, so this release will use"
+                            f" the **marginals** method ({why}): it measures small tables of one or two columns"
+                            " and builds the synthetic data from them.")
+                else:
+                    st.warning(f"Too sparse at ε = {state.epsilon:g}: {w}")
+            if not state.expected_rows:
+                st.caption("Give a rough public guess of the number of rows on the Privacy page to get a sparsity check.")
+            elif not prev["warnings"]:
+                st.caption(f"About {prev['rows_per_cell']:,.3g} rows per cell against noise of ±{prev['noise_std']:.1f}"
+                           f" per cell at ε = {state.epsilon:g}: fine.")
+        estimate_panel(state, schema)
+    else:
+        estimate_panel(state, None)
+    st.markdown("#### Save or load")
+    save_load(state, schema)
+    st.page_link("pages/3_privacy.py", label="Next: choose the privacy level →", icon=":material/lock:")
+
+
+main()

@@ -1,0 +1,141 @@
+"""Release page: one explicit button spends the budget (ledger first); the result stays in the session."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpsynth.artifacts import card_markdown, release_files, release_zip
+from dpsynth.errors import DPSynthError
+from dpsynth.release import card_summary_line, release
+from dpsynth.ui_state import AppState, get_state
+
+
+def do_release(state: AppState) -> None:
+    """Make the release once: the ledger is charged inside ``release()`` before any noise is drawn."""
+    schema, errors = state.schema()
+    if schema is None:
+        state.release_error = " ".join(errors)
+        return
+    # A new key for the next button: a second click of this one (double-click) is then ignored.
+    state.release_attempt += 1
+    state.release_in_progress = True
+    bar = st.progress(0.0, text="Starting")
+    try:
+        state.release = release(
+            state.data, schema, epsilon=state.epsilon, delta=state.spend_delta(), neighbours=state.neighbours,
+            mechanism=state.mechanism, method=state.method, seed=state.demo_seed, ledger=state.ledger(),
+            dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
+            id_column=state.id_column, max_contributions=state.max_contributions, expected_rows=state.expected_rows,
+            progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
+        )
+        bar.progress(1.0, text="Preparing the downloads")
+        state.release_files = release_files(state.release)
+        state.release_zip = release_zip(state.release)
+        state.release_error = None
+        state.release_messages = state.release.report.messages()
+        state.analyses = {}
+    except DPSynthError as exc:
+        state.release_error = str(exc)
+    state.release_in_progress = False
+
+
+def summary(state: AppState) -> bool:
+    """What will be released; False if something is missing."""
+    schema, errors = state.schema()
+    if schema is None:
+        st.error("The schema needs attention: " + " ".join(errors))
+        st.page_link("pages/2_schema.py", label="Go to Schema", icon=":material/table_chart:")
+        return False
+    delta = state.spend_delta()
+    st.markdown(
+        f"- **Data**: {state.data_label}\n"
+        f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"
+        f"- **Privacy**: ε = {state.epsilon:g}" + (f", δ = {delta:g}" if delta else " (pure DP)") +
+        f", {state.neighbours} neighbours, unit: "
+        + (f"a person ({state.id_column!r}, ≤ {state.max_contributions} rows)" if state.id_column else "one row") + "\n"
+        f"- **Method**: {state.method}"
+    )
+    if schema.data_derived():
+        st.warning(":material/warning: Some bounds or categories were read from the data (" + ", ".join(schema.data_derived()) +
+                   "). The release card will say they are NOT private. Fix them on the Schema page first if you"
+                   " intend to publish.")
+    return True
+
+
+def show_release(state: AppState) -> None:
+    rel = state.release
+    card = rel.card
+    st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.")
+    for w in card["warnings"]:
+        st.warning(w)
+    if state.release_messages:
+        with st.expander("What happened to your data while encoding (only you see this; not part of the release)"):
+            for m in state.release_messages:
+                st.write("• " + m)
+    st.markdown("#### Downloads")
+    files = state.release_files
+    cols = st.columns(len(files) + 1)
+    mimes = {"csv": "text/csv", "json": "application/json", "md": "text/markdown"}
+    for i, (name, data) in enumerate(files.items()):
+        cols[i].download_button(name, data=data, file_name=name, mime=mimes.get(name.rsplit(".", 1)[-1], "text/plain"),
+                                key=f"download_{name}")
+    cols[-1].download_button("everything (.zip)", data=state.release_zip, file_name="dpsynth_release.zip",
+                             mime="application/zip", key="download_zip", type="primary")
+    tab_syn, tab_hist, tab_card = st.tabs(["Synthetic data", "Noisy counts", "Release card"])
+    with tab_syn:
+        st.caption(f"{len(rel.synthetic):,} synthetic rows (first 200 shown). They are sampled from the noisy counts:"
+                   " no row is a real person's.")
+        st.dataframe(rel.synthetic.head(200), height=300, key="release_synthetic")
+    with tab_hist:
+        if rel.histogram is not None:
+            st.caption("Every cell of the domain with its noisy count (empty cells got noise too; counts can be negative).")
+            st.dataframe(rel.histogram.head(1000), height=300, key="release_histogram")
+        else:
+            st.caption(f"{len(rel.marginals)} noisy marginal tables were released (see marginals.csv).")
+            if rel.marginals:
+                st.dataframe(rel.marginals[0].head(500), height=300, key="release_marginal0")
+    with tab_card:
+        st.markdown(card_markdown(card))
+    st.divider()
+    st.caption("Changing settings or reloading this page shows the same release; it never draws new noise.")
+    if st.button("Start a new release (will spend budget again)", key="new_release"):
+        state.clear_release()
+        st.rerun()
+
+
+def main() -> None:
+    state = get_state(st.session_state)
+    st.title("4 · Release")
+    if not state.has_data:
+        st.info("Load a dataset first.")
+        st.page_link("pages/1_data.py", label="Go to Data", icon=":material/upload_file:")
+        return
+    if state.release is not None:
+        show_release(state)
+        return
+    st.markdown("Pressing the button below **spends** ε from this dataset's budget. It is recorded in the privacy"
+                " ledger first, then the noise is drawn. It cannot be undone.")
+    ok = summary(state)
+    with st.expander("Demonstration mode (not for publication)"):
+        demo = st.checkbox("Use reproducible 'demo' noise from a fixed seed", value=state.demo_seed is not None,
+                           key="release_demo")
+        if demo:
+            state.demo_seed = int(st.number_input("seed", min_value=0, value=state.demo_seed or 0, key="release_seed"))
+            st.warning("Seeded noise can be reproduced by anyone who knows the seed: such a release is for teaching"
+                       " and testing only, and its card says so.")
+        else:
+            state.demo_seed = None
+    if state.release_in_progress:
+        # the previous run stopped inside release() (e.g. the page was left): its spend may be recorded
+        state.release_in_progress = False
+        st.warning("The last release was interrupted before it finished; check the ledger: its spend may already be"
+                   " recorded. Press the button to try again (this spends again).")
+    if state.release_error:
+        st.error(state.release_error)
+    if ok and st.button(f"Release with ε = {state.epsilon:g} (spends budget)", key=f"release_button_{state.release_attempt}",
+                        type="primary"):
+        do_release(state)
+        st.rerun()
+
+
+main()

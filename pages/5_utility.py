@@ -1,0 +1,114 @@
+"""Utility page: how close the release is to the real data (curator's eyes only, not part of the release)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpsynth import plots
+from dpsynth.noise import secure_rng
+from dpsynth.schema import NumericColumn
+from dpsynth.ui_state import AppState, get_state, show_errors
+from dpsynth.utility import correlations, fidelity, simulate_means
+
+EYES_ONLY = (":material/lock: **For your eyes only — not part of the release.** These comparisons use the real data. Do not"
+             " publish them: they can reveal what the noise hides.")
+
+
+def marginals_section(state: AppState) -> None:
+    rel = state.release
+    st.subheader("One column at a time")
+    col = st.selectbox("Column", rel.schema.names, key="util_column")
+    c = rel.schema.column(col)
+    series = {plots.REAL: plots.table_marginal(state.data, rel.schema, [col]),
+              plots.NOISY: plots.released_marginal(rel, [col]),
+              plots.SYNTH: plots.table_marginal(rel.synthetic, rel.schema, [col])}
+    st.plotly_chart(plots.marginal_figure(c.labels(), series, col), key="util_marginal_fig")
+
+
+def pair_section(state: AppState) -> None:
+    rel = state.release
+    names = rel.schema.names
+    if len(names) < 2:
+        return
+    st.subheader("Two columns together")
+    c1, c2 = st.columns(2)
+    x = c1.selectbox("First column", names, index=0, key="util_pair_x")
+    y = c2.selectbox("Second column", [n for n in names if n != x], index=0, key="util_pair_y")
+    tables = {"real (only you)": plots.table_marginal(state.data, rel.schema, [x, y]),
+              "released noisy counts": plots.released_marginal(rel, [x, y]),
+              "synthetic": plots.table_marginal(rel.synthetic, rel.schema, [x, y])}
+    st.plotly_chart(plots.heatmap_pair_figure(rel.schema.column(x).labels(), rel.schema.column(y).labels(), tables, x, y),
+                    key="util_pair_fig")
+
+
+def correlation_section(state: AppState) -> None:
+    rel = state.release
+    key = "correlations"
+    if key not in state.analyses:
+        state.analyses[key] = correlations(state.data, rel.synthetic, rel.schema)
+    corrs = state.analyses[key]
+    st.subheader("Correlations between numeric columns")
+    if not corrs:
+        st.caption("Needs at least two numeric columns in the schema.")
+        return
+    st.plotly_chart(plots.correlation_figure(corrs), key="util_corr_fig")
+
+
+def tvd_section(state: AppState) -> None:
+    rel = state.release
+    if "fidelity" not in state.analyses:
+        state.analyses["fidelity"] = fidelity(state.data, rel.synthetic, rel.schema)
+    fid = state.analyses["fidelity"]
+    st.subheader("Distance between real and synthetic, per pair of columns")
+    st.markdown(f"Total-variation distance (TVD): the share of rows that would have to move to turn one table's"
+                f" counts into the other's. 0 = identical, 1 = nothing in common. Average over single columns:"
+                f" **{fid['mean_one_way']:.3f}**; over pairs: **{fid['mean_two_way']:.3f}**.")
+    if len(fid["two_way"]):
+        st.plotly_chart(plots.tvd_pairs_figure(fid["two_way"], rel.schema.names), key="util_tvd_fig")
+
+
+def means_section(state: AppState) -> None:
+    rel = state.release
+    numeric = [c.name for c in rel.schema.columns if isinstance(c, NumericColumn)]
+    st.subheader("Two ways to release a mean privately (seed 000's simulation)")
+    if not numeric:
+        st.caption("Needs a numeric column.")
+        return
+    st.markdown("The mean from the private histogram (bin midpoints × noisy counts) against the sample mean plus"
+                " Laplace noise of scale (upper − lower)/(n·ε), both ε-DP when n is public. Each is simulated many"
+                " times on your data at the release's ε; the spread shows how far one release can land from the truth.")
+    c1, c2 = st.columns(2)
+    col = c1.selectbox("Numeric column", numeric, key="util_mean_column")
+    reps = int(c2.select_slider("Simulated releases", [200, 500, 1000, 2000], value=1000, key="util_mean_reps"))
+    eps = rel.card["privacy"]["epsilon"]
+    key = ("means", col, reps)
+    if key not in state.analyses:
+        values = pd.to_numeric(state.data[col], errors="coerce").to_numpy(dtype=float)
+        # simulated noise for the curator's view only; kept so reruns show the same picture
+        state.analyses[key] = simulate_means(values, rel.schema.column(col), eps, reps, rng=secure_rng())
+    sim = state.analyses[key]
+    st.plotly_chart(plots.mean_errors_figure(sim.draws, col, eps), key="util_mean_fig")
+    st.dataframe(sim.summary.rename(columns={"sd": "standard deviation", "rmse": "root-mean-square error",
+                                             "mae": "mean absolute error"}), hide_index=True, key="util_mean_table")
+    st.caption("The histogram mean has a bias from putting every value at its bin's midpoint; the perturbed mean"
+               " has none but releases only one number.")
+
+
+def main() -> None:
+    state = get_state(st.session_state)
+    st.title("Utility: how useful is the release?")
+    if state.release is None or not state.has_data:
+        st.info("Make a release first (Release page); this page compares it with your data.")
+        st.page_link("pages/4_release.py", label="Go to Release", icon=":material/rocket_launch:")
+        return
+    st.warning(EYES_ONLY)
+    with show_errors():
+        marginals_section(state)
+        pair_section(state)
+        correlation_section(state)
+        tvd_section(state)
+        means_section(state)
+
+
+main()

@@ -1,0 +1,127 @@
+"""Mechanisms (learning page): Laplace, Gaussian, randomized response and exponential mechanism demos."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dpsynth import plots
+from dpsynth.mechanisms import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    analytic_gaussian_sigma,
+    exponential_mechanism,
+    randomized_response,
+    randomized_response_estimate,
+)
+from dpsynth.noise import seeded_rng
+from dpsynth.ui_state import AppState, get_state, show_errors
+
+DRAWS = 20_000
+
+
+def rng_for(state: AppState, demo: str) -> np.random.Generator:
+    """Demo randomness: seeded (so reruns show the same picture), re-drawn on request. Not for releases."""
+    return seeded_rng(hash((demo, state.analyses.get("demo_draw", 0))) & 0xFFFFFFFF)
+
+
+def laplace_demo(state: AppState) -> None:
+    st.markdown("**Question**: how many people in the data have diabetes? One person more or less changes the"
+                " answer by 1 (the *sensitivity* Δ = 1). The Laplace mechanism adds noise of scale Δ/ε.")
+    st.latex(r"M(D) = f(D) + Z,\qquad P(Z = z) \propto e^{-|z|\,\varepsilon/\Delta}")
+    c1, c2 = st.columns(2)
+    eps = c1.slider("ε", 0.05, 5.0, 1.0, 0.05, key="mech_lap_eps")
+    true = int(c2.number_input("True count in D", 0, 10_000, 100, key="mech_lap_count"))
+    mech = DiscreteLaplace.calibrate(eps, "add-remove")
+    rng = rng_for(state, "laplace")
+    a = mech(np.full(DRAWS, true), rng=rng)
+    b = mech(np.full(DRAWS, true + 1), rng=rng)
+    st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ = D + one person (count {true + 1})": b},
+                                         f"{DRAWS:,} noisy answers on two neighbouring datasets", "released count"),
+                    key="mech_lap_fig")
+    st.success(f"**Guarantee**: ε-DP. For every possible answer, the two bars differ by at most a factor"
+               f" e^ε = {math.exp(eps):.3g}; seeing the answer, nobody can tell well whether that one person is in."
+               f" Typical error ±{mech.noise_std():.2f}.")
+
+
+def gaussian_demo(state: AppState) -> None:
+    st.markdown("Gaussian noise is scaled to the L2 sensitivity and needs a small δ: the chance that the ε bound"
+                " fails. Its tails are lighter, which helps when many numbers are released together.")
+    st.latex(r"M(D) = f(D) + Z,\qquad P(Z = z) \propto e^{-z^2/(2\sigma^2)}")
+    c1, c2, c3 = st.columns(3)
+    eps = c1.slider("ε", 0.05, 5.0, 1.0, 0.05, key="mech_gau_eps")
+    delta = float(c2.select_slider("δ", [1e-10, 1e-8, 1e-6, 1e-4], value=1e-6, key="mech_gau_delta",
+                                   format_func=lambda d: f"{d:.0e}"))
+    true = int(c3.number_input("True count in D", 0, 10_000, 100, key="mech_gau_count"))
+    mech = DiscreteGaussian.calibrate(eps, delta, "add-remove")
+    rng = rng_for(state, "gaussian")
+    a = mech(np.full(DRAWS, true), rng=rng)
+    b = mech(np.full(DRAWS, true + 1), rng=rng)
+    st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ (count {true + 1})": b},
+                                         f"{DRAWS:,} noisy answers, σ = {math.sqrt(float(mech.sigma2)):.2f}", "released count"),
+                    key="mech_gau_fig")
+    st.success(f"**Guarantee**: (ε, δ)-DP with σ = {math.sqrt(float(mech.sigma2)):.3f}, the smallest that meets the exact"
+               " privacy profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020); the continuous Gaussian"
+               f" would need σ = {analytic_gaussian_sigma(eps, delta, 1.0):.3f} (Balle & Wang 2018).")
+
+
+def rr_demo(state: AppState) -> None:
+    st.markdown("**Randomized response** (Warner 1965): ask a sensitive yes/no question; each person tells the truth"
+                " with probability e^ε/(1+e^ε) and lies otherwise. No single answer can be trusted, yet the share of"
+                " 'yes' can be estimated — this is *local* DP: nobody, not even the curator, sees true answers.")
+    st.latex(r"P(\text{report truth}) = \frac{e^\varepsilon}{1+e^\varepsilon},\qquad"
+             r"\hat p = \frac{\bar y - (1-q)}{2q - 1},\ q = \frac{e^\varepsilon}{1+e^\varepsilon}")
+    c1, c2, c3 = st.columns(3)
+    eps = c1.slider("ε", 0.1, 5.0, 1.0, 0.1, key="mech_rr_eps")
+    share = c2.slider("True share of 'yes'", 0.0, 1.0, 0.3, 0.01, key="mech_rr_share")
+    n = int(c3.select_slider("People asked", [100, 1000, 10_000], value=1000, key="mech_rr_n"))
+    rng = rng_for(state, "rr")
+    truth = np.arange(n) < round(share * n)
+    estimates = [randomized_response_estimate(randomized_response(truth, eps, rng=rng), eps) for _ in range(300)]
+    st.plotly_chart(plots.outputs_figure({"estimated share of 'yes'": np.array(estimates)},
+                                         f"300 surveys of {n:,} people (true share {share:.0%})", "estimated share"),
+                    key="mech_rr_fig")
+    st.success(f"**Guarantee**: ε-local-DP for each person. Spread of the estimate: ±{np.std(estimates):.3f}"
+               " — more people or a larger ε make it smaller.")
+
+
+def em_demo(state: AppState) -> None:
+    st.markdown("**Exponential mechanism** (McSherry & Talwar 2007): choose the *best* option privately, e.g. the"
+                " most common diagnosis. Each option has a score (here a count, sensitivity 1); better options are"
+                " exponentially more likely, but every option keeps a chance.")
+    st.latex(r"P(\text{choose } r) \propto \exp\!\Big(\frac{\varepsilon\, u(D, r)}{2\,\Delta u}\Big)")
+    eps = st.slider("ε", 0.05, 5.0, 0.5, 0.05, key="mech_em_eps")
+    default = pd.DataFrame({"option": ["flu", "asthma", "diabetes", "migraine"], "score": [30, 25, 20, 5]})
+    table = st.data_editor(default, key="mech_em_table", num_rows="dynamic", hide_index=True)
+    table = table.dropna()
+    if table.empty:
+        st.info("Add at least one option.")
+        return
+    scores = pd.to_numeric(table["score"], errors="coerce").fillna(0).to_numpy(dtype=float)
+    rng = rng_for(state, "em")
+    picks = np.array([exponential_mechanism(scores, 1.0, eps, rng=rng) for _ in range(2000)])
+    shares = np.bincount(picks, minlength=len(scores)) / len(picks)
+    st.plotly_chart(plots.choice_figure(table["option"].astype(str).tolist(), scores.tolist(), shares.tolist()),
+                    key="mech_em_fig")
+    st.success("**Guarantee**: ε-DP. Changing one person changes each score by at most Δu = 1, which changes each"
+               f" option's probability by at most a factor e^ε = {math.exp(eps):.3g}.")
+
+
+def main() -> None:
+    state = get_state(st.session_state)
+    st.title("How the noise works")
+    st.markdown("Four building blocks of differential privacy, with the formula, the guarantee and a live"
+                " simulation. Nothing here touches your data or your budget.")
+    if st.button("Draw new random numbers", key="mech_redraw"):
+        state.analyses["demo_draw"] = state.analyses.get("demo_draw", 0) + 1
+    tabs = st.tabs(["Laplace", "Gaussian", "Randomized response", "Exponential mechanism"])
+    demos = [laplace_demo, gaussian_demo, rr_demo, em_demo]
+    for tab, demo in zip(tabs, demos, strict=True):
+        with tab, show_errors():
+            demo(state)
+
+
+main()
