@@ -91,7 +91,7 @@ def heatmap_pair_figure(x_labels: Sequence[str], y_labels: Sequence[str], tables
 def correlation_figure(corrs: dict[str, pd.DataFrame]) -> go.Figure:
     """Pearson correlations of the numeric columns: real, synthetic, and their difference."""
     names = [("real", "real data (only you)"), ("synthetic", "synthetic data"), ("difference", "synthetic − real")]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in names], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in names], horizontal_spacing=0.03)
     for i, (key, _) in enumerate(names):
         m = corrs[key]
         fig.add_trace(go.Heatmap(z=m.to_numpy(), x=list(m.columns), y=list(m.index), zmin=-1, zmax=1,
@@ -99,6 +99,8 @@ def correlation_figure(corrs: dict[str, pd.DataFrame]) -> go.Figure:
                                  text=np.round(m.to_numpy(), 2), texttemplate="%{text}"), row=1, col=i + 1)
     fig.update_layout(height=430, margin={"t": 60})
     fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(showticklabels=False, row=1, col=2)
+    fig.update_yaxes(showticklabels=False, row=1, col=3)
     return fig
 
 
@@ -124,7 +126,8 @@ def tvd_pairs_figure(two_way: pd.DataFrame, names: Sequence[str]) -> go.Figure:
         a, b = label.split(" × ")
         m[pos[a], pos[b]] = m[pos[b], pos[a]] = value
     fig = go.Figure(go.Heatmap(z=m, x=list(names), y=list(names), zmin=0, zmax=max(0.05, float(np.nanmax(m)) if n > 1 else 1),
-                               colorscale="Reds", text=np.round(m, 3), texttemplate="%{text}",
+                               colorscale="Reds", text=[["" if np.isnan(v) else f"{v:.3f}" for v in r] for r in m],
+                               texttemplate="%{text}",
                                colorbar={"title": "TVD"}))
     fig.update_layout(title="Total-variation distance of every pair of columns, real vs synthetic (lower is better)",
                       height=max(380, 32 * n + 150), margin={"t": 60})
@@ -173,11 +176,15 @@ def risk_figure(report: dict[str, Any]) -> go.Figure:
 
 
 # ---------------------------------------------------------------- learning page
-def outputs_figure(samples: dict[str, np.ndarray], title: str, xaxis: str) -> go.Figure:
-    """Overlaid histograms of a mechanism's outputs on two neighbouring inputs."""
+def outputs_figure(samples: dict[str, np.ndarray], title: str, xaxis: str, integer: bool = False) -> go.Figure:
+    """Overlaid histograms of a mechanism's outputs on two neighbouring inputs (one bar per whole number if integer)."""
     fig = go.Figure()
-    for name, x in samples.items():
-        fig.add_histogram(x=np.asarray(x), name=name, opacity=0.55, histnorm="probability")
+    colours = ["#3182bd", "#e6550d"]
+    for i, (name, x) in enumerate(samples.items()):
+        x = np.asarray(x)
+        bins = {"start": float(x.min()) - 0.5, "end": float(x.max()) + 0.5, "size": 1} if integer and len(x) else None
+        fig.add_histogram(x=x, name=name, opacity=0.55, histnorm="probability", xbins=bins,
+                          marker_color=colours[i % 2])
     fig.update_layout(barmode="overlay", title=title, xaxis_title=xaxis, yaxis_title="share of draws", height=380,
                       legend={"orientation": "h", "y": -0.3})
     return fig
@@ -194,11 +201,13 @@ def choice_figure(options: Sequence[str], scores: Sequence[float], shares: Seque
 
 
 def budget_figure(spends: pd.DataFrame, total: float) -> go.Figure:
-    """Cumulative ε spent on a dataset over time, against its total budget."""
-    fig = go.Figure()
-    if len(spends):
-        fig.add_scatter(x=spends["time"], y=spends["epsilon"].cumsum(), mode="lines+markers", line_shape="hv",
-                        name="ε spent so far")
+    """Cumulative ε spent on a dataset, spend by spend, against its total budget."""
+    cum = np.concatenate([[0.0], spends["epsilon"].cumsum().to_numpy(dtype=float)]) if len(spends) else np.zeros(1)
+    hover = ["nothing spent yet"] + [f"{p} ({t[:19]})" for p, t in zip(spends["purpose"], spends["time"], strict=True)]
+    fig = go.Figure(go.Scatter(x=list(range(len(cum))), y=cum, mode="lines+markers", line_shape="hv", name="ε spent",
+                               text=hover, hovertemplate="after spend %{x}: ε = %{y:g}<br>%{text}<extra></extra>"))
     fig.add_hline(y=total, line_dash="dash", line_color="red", annotation_text=f"total budget ε = {total:g}")
-    fig.update_layout(title="Privacy budget spent on this dataset", yaxis_title="ε", height=320, margin={"t": 50})
+    fig.update_layout(title="Privacy budget spent on this dataset", xaxis_title="number of spends",
+                      yaxis_title="ε spent so far", yaxis_range=[0, max(total, float(cum[-1])) * 1.15],
+                      xaxis_dtick=1, height=320, margin={"t": 50})
     return fig

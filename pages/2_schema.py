@@ -108,6 +108,8 @@ def main() -> None:
     )
     edited = st.data_editor(state.schema_table, key=state.editor_key, column_config=COLUMN_CONFIG, hide_index=True,
                             num_rows="fixed", width="stretch",
+                            column_order=["include", "column", "source", "type", "lower", "upper", "bins", "integer",
+                                          "missing", "categories"],
                             height=min(36 * (len(state.schema_table) + 1) + 3, 740))
     state.take_edits(edited)
     schema, errors = state.schema()

@@ -110,25 +110,32 @@ def preview_section(state: AppState) -> None:
                                 expected_rows=state.expected_rows, max_contributions=state.max_contributions)
         mech = calibrate(state.epsilon, state.spend_delta(), Neighbours.parse(state.neighbours), state.max_contributions,
                          kind=state.mechanism)
-        method, why = choose_method(schema, mech, state.method, state.expected_rows)
-        c1, c2, c3 = st.columns(3)
-        c1.metric("noise per cell (standard deviation)", f"±{prev['noise_std']:.2f}")
-        c2.metric("95% of cells are off by at most", f"{prev['interval_95']:,.0f}")
-        c3.metric("cells in the histogram", f"{prev['n_cells']:,}" if prev["n_cells"] < 10**12
-                  else f"about 10^{len(str(prev['n_cells'])) - 1}")
-        st.markdown(f"With {prev['mechanism']} noise, each count in the released histogram is off by about"
-                    f" ±{prev['noise_std']:.1f}; with 95% probability **every** one of the cells is within"
-                    f" ±{prev['cell_bound']:,.0f} of the truth (seed 002's Theorem 3.8 gives ±{prev['theorem_3_8']:,.0f}).")
-        if state.expected_rows:
-            st.markdown(f"That is against about {prev['rows_per_cell']:,.3g} rows per cell on average.")
-        for w in prev["warnings"]:
-            st.warning(w)
         state.method = st.radio("Release method", ["auto", "histogram", "marginals"],
                                 index=["auto", "histogram", "marginals"].index(state.method), key="privacy_method",
                                 horizontal=True,
                                 format_func=lambda m: {"auto": "let dpsynth choose", "histogram": "full histogram",
                                                        "marginals": "marginals (for many columns)"}[m])
+        method, why = choose_method(schema, mech, state.method, state.expected_rows)
         st.caption(f"Method for this release: **{method}** — {why}.")
+        c1, c2, c3 = st.columns(3)
+        c1.metric("noise per cell (standard deviation)", f"±{prev['noise_std']:.2f}")
+        c2.metric("95% of cells are off by at most", f"{prev['interval_95']:,.0f}")
+        c3.metric("cells in the full histogram", f"{prev['n_cells']:,}" if prev["n_cells"] < 10**12
+                  else f"about 10^{len(str(prev['n_cells'])) - 1}")
+        if method == "histogram":
+            st.markdown(f"With {prev['mechanism']} noise, each count in the released histogram is off by about"
+                        f" ±{prev['noise_std']:.1f}; with 95% probability **every** one of the {prev['n_cells']:,} cells"
+                        f" is within ±{prev['cell_bound']:,.0f} of the truth (seed 002's Theorem 3.8 gives"
+                        f" ±{prev['theorem_3_8']:,.0f}).")
+            if state.expected_rows:
+                st.markdown(f"That is against about {prev['rows_per_cell']:,.3g} rows per cell on average.")
+            for w in prev["warnings"]:
+                st.warning(w)
+        else:
+            st.info("The **marginals** method releases several small tables (one or two columns each) instead of the"
+                    " full histogram. ε is shared between them, so each of their counts gets more noise than shown"
+                    " above, but there are far fewer counts and each has many rows behind it. The synthetic data is"
+                    " built from those tables.")
 
 
 def main() -> None:

@@ -73,6 +73,11 @@ def show_release(state: AppState) -> None:
             for m in state.release_messages:
                 st.write("• " + m)
     st.markdown("#### Downloads")
+    st.markdown("- **synthetic.csv**: the synthetic table, same columns as the schema, no real person's row\n"
+                "- **histogram.csv** / **marginals.csv**: the noisy counts the synthetic data was drawn from\n"
+                "- **card.json** / **card.md**: the release card — ε, δ, whom it protects, the schema, software"
+                " versions, date. Publish it with the data.\n"
+                "- **everything (.zip)**: all of the above in one file")
     files = state.release_files
     cols = st.columns(len(files) + 1)
     mimes = {"csv": "text/csv", "json": "application/json", "md": "text/markdown"}
@@ -98,6 +103,7 @@ def show_release(state: AppState) -> None:
         st.markdown(card_markdown(card))
     st.divider()
     st.caption("Changing settings or reloading this page shows the same release; it never draws new noise.")
+    st.page_link("pages/5_utility.py", label="Next: check how useful it is (Utility) →", icon=":material/bar_chart:")
     if st.button("Start a new release (will spend budget again)", key="new_release"):
         state.clear_release()
         st.rerun()

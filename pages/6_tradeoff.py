@@ -53,6 +53,9 @@ def bins_section(state: AppState, schema, col: str, reps: int) -> None:  # noqa:
 def main() -> None:
     state = get_state(st.session_state)
     st.title("Trade-off explorer: privacy versus accuracy")
+    st.markdown("Before spending budget, see how much accuracy each choice buys. Every point below is the average"
+                " error of many *simulated* releases: the noise a real release would add, drawn again and again on"
+                " your data. Pick a numeric column to follow, then run the simulations.")
     if not state.has_data:
         st.info("Load a dataset first.")
         return

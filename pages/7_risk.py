@@ -16,8 +16,8 @@ def main() -> None:
     st.title("Re-identification risk")
     st.markdown(
         "A person whose combination of, say, age, sex and ZIP code is unique in a table can be picked out by"
-        " anyone who knows those three facts — Latanya Sweeney found that 87% of Americans are unique on"
-        " ZIP code, birth date and sex. Choose the columns an outsider could know (*quasi-identifiers*) and"
+        " anyone who knows those three facts — Latanya Sweeney estimated that about 87% of Americans are"
+        " likely unique on ZIP code, birth date and sex. Choose the columns an outsider could know (*quasi-identifiers*) and"
         " compare how many records are unique on them in your data and in the synthetic data."
     )
     if state.release is None or not state.has_data:
@@ -25,7 +25,7 @@ def main() -> None:
         st.page_link("pages/4_release.py", label="Go to Release", icon=":material/rocket_launch:")
         return
     names = state.release.schema.names
-    default = [c for c in DEFAULT_QI if c in names][:3] or names[:2]
+    default = [c for c in DEFAULT_QI if c in names][:5] or names[:2]
     qi = st.multiselect("Quasi-identifiers", names, default=default, key="risk_qi")
     if not qi:
         st.info("Choose at least one column.")

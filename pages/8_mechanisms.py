@@ -40,7 +40,8 @@ def laplace_demo(state: AppState) -> None:
     a = mech(np.full(DRAWS, true), rng=rng)
     b = mech(np.full(DRAWS, true + 1), rng=rng)
     st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ = D + one person (count {true + 1})": b},
-                                         f"{DRAWS:,} noisy answers on two neighbouring datasets", "released count"),
+                                         f"{DRAWS:,} noisy answers on two neighbouring datasets", "released count",
+                                         integer=True),
                     key="mech_lap_fig")
     st.success(f"**Guarantee**: ε-DP. For every possible answer, the two bars differ by at most a factor"
                f" e^ε = {math.exp(eps):.3g}; seeing the answer, nobody can tell well whether that one person is in."
@@ -61,7 +62,8 @@ def gaussian_demo(state: AppState) -> None:
     a = mech(np.full(DRAWS, true), rng=rng)
     b = mech(np.full(DRAWS, true + 1), rng=rng)
     st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ (count {true + 1})": b},
-                                         f"{DRAWS:,} noisy answers, σ = {math.sqrt(float(mech.sigma2)):.2f}", "released count"),
+                                         f"{DRAWS:,} noisy answers, σ = {math.sqrt(float(mech.sigma2)):.2f}", "released count",
+                                         integer=True),
                     key="mech_gau_fig")
     st.success(f"**Guarantee**: (ε, δ)-DP with σ = {math.sqrt(float(mech.sigma2)):.3f}, the smallest that meets the exact"
                " privacy profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020); the continuous Gaussian"

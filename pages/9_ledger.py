@@ -48,8 +48,11 @@ def main() -> None:
                     st.rerun()
         st.subheader("All datasets")
         show = datasets.assign(dataset_id=datasets["dataset_id"].str[:12])
-        st.dataframe(show[["label", "dataset_id", "total_epsilon", "spent_epsilon", "remaining_epsilon", "total_delta",
-                           "spent_delta", "created"]], hide_index=True, key="ledger_datasets")
+        show = show[["label", "dataset_id", "total_epsilon", "spent_epsilon", "remaining_epsilon", "total_delta",
+                     "spent_delta", "created"]].rename(columns={
+            "label": "dataset", "dataset_id": "fingerprint", "total_epsilon": "total ε", "spent_epsilon": "spent ε",
+            "remaining_epsilon": "ε left", "total_delta": "total δ", "spent_delta": "spent δ", "created": "first seen"})
+        st.dataframe(show, hide_index=True, key="ledger_datasets")
         st.subheader("All spends")
         table = spends.assign(dataset=spends["dataset_id"].map(names))
         st.dataframe(table[["time", "dataset", "epsilon", "delta", "mechanism", "purpose"]], hide_index=True,

@@ -33,6 +33,10 @@ def main() -> None:
         page.screenshot(path=str(OUT / "4_release_done.png"), full_page=True)
         for title, name in AFTER:
             goto_page(page, title)
+            if name == "6_tradeoff":
+                for button in page.get_by_role("button", name="Run the simulation").all():
+                    button.click()
+                    wait_idle(page, timeout=180_000)
             page.wait_for_timeout(1500)  # plotly draws after the script ends
             page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
     print(f"screenshots in {OUT}")
