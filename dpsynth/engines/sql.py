@@ -1,0 +1,276 @@
+"""SQL that bins and counts a table exactly as :func:`dpsynth.binning.encode` does (DuckDB and Spark).
+
+Numeric columns: text is trimmed and must match a number syntax pandas also accepts (the
+regular expression below, so both engines agree on what parses; ``nan`` and infinities are
+errors as in ``encode``); values are clamped to ``[lower, upper]``; the bin is the number of
+*inner* edges ``≤ value`` — ``numpy.searchsorted(inner, value, side='right')`` — computed as a
+floor-division estimate corrected by exact comparisons with the same float64 edges
+(:meth:`NumericColumn.edges`, written as round-trip decimal strings cast to DOUBLE). The estimate
+is off by at most one bin for any schema (|error| ≪ 1 bin since bins ≤ 10⁴), so one correction
+step in each direction is exact.
+
+Categorical columns: values are compared as strings, untrimmed (as ``encode``); an empty or
+blank cell is missing; an unknown value follows the column's ``on_unknown`` policy.
+
+Each row also gets a 3-bit status per column (ok, clamped low/high or unknown→missing/drop,
+missing, or one of the error kinds); statuses are packed into 64-bit flags and grouped with the
+cell, so one pass yields the counts, the curator's report and any errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from dpsynth.engines import (
+    BAD,
+    COLUMNS_PER_FLAG,
+    EMPTY_ERROR,
+    HIGH,
+    INF,
+    LOW,
+    MISSING,
+    OK,
+    STATUS_BITS,
+    UNKNOWN_DROP,
+    UNKNOWN_ERROR,
+    UNKNOWN_MISSING,
+    strides,
+)
+from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+
+Dialect = Literal["duckdb", "spark"]
+
+#: Number syntax accepted by ``pandas.to_numeric`` (ASCII digits; inf/infinity/nan in any case).
+NUMBER_RE = (
+    "^[+-]?(([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+    "|[iI][nN][fF]([iI][nN][iI][tT][yY])?|[nN][aA][nN])$"
+)
+_WS_CODES = (32, 9, 10, 11, 12, 13)  # what str.strip() removes in ASCII
+_NUMBER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "INT", "LONG", "SHORT", "BYTE")
+_BOOL_TYPES = ("BOOLEAN", "BOOL")
+
+
+def type_class(sql_type: str) -> str:
+    """'number', 'bool' or 'text' for a DuckDB or Spark column type name."""
+    t = sql_type.strip().upper()
+    if t in _BOOL_TYPES:
+        return "bool"
+    if t in _NUMBER_TYPES or t in ("DOUBLE PRECISION", "FLOAT4", "FLOAT8", "INT4", "INT8"):
+        return "number"
+    return "text"  # DECIMAL, strings, dates...: parsed from their text form, as pandas does
+
+
+def quote_ident(name: str, dialect: Dialect) -> str:
+    """A column name as a quoted SQL identifier."""
+    if dialect == "spark":
+        return "`" + name.replace("`", "``") + "`"
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_str(value: str, dialect: Dialect) -> str:
+    """A string literal."""
+    if dialect == "spark":
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "'" + value.replace("'", "''") + "'"
+
+
+def double(x: float, dialect: Dialect) -> str:
+    """An exact float64 literal: the shortest round-trip decimal, cast from a string."""
+    return f"CAST({quote_str(repr(float(x)), dialect)} AS DOUBLE)"
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    dialect: Dialect
+
+    @property
+    def ws(self) -> str:
+        return " || ".join(f"chr({c})" for c in _WS_CODES)
+
+    def trim(self, expr: str) -> str:
+        if self.dialect == "spark":
+            return f"trim(BOTH ({self.ws}) FROM {expr})"
+        return f"trim({expr}, {self.ws})"
+
+    def matches(self, expr: str) -> str:
+        if self.dialect == "spark":
+            return f"({expr} RLIKE {quote_str(NUMBER_RE, 'spark')})"
+        return f"regexp_full_match({expr}, {quote_str(NUMBER_RE, 'duckdb')})"
+
+    def try_double(self, expr: str) -> str:
+        return f"TRY_CAST({expr} AS DOUBLE)" if self.dialect == "duckdb" else f"try_cast({expr} AS DOUBLE)"
+
+    def array(self, items: list[str]) -> str:
+        return f"[{', '.join(items)}]" if self.dialect == "duckdb" else f"array({', '.join(items)})"
+
+    def at(self, arr: str, one_based: str) -> str:
+        return f"({arr})[{one_based}]" if self.dialect == "duckdb" else f"element_at({arr}, CAST({one_based} AS INT))"
+
+    def text(self, expr: str) -> str:
+        return f"CAST({expr} AS VARCHAR)" if self.dialect == "duckdb" else f"CAST({expr} AS STRING)"
+
+
+def enum_type_name(col: CategoricalColumn) -> str:
+    """Name of the DuckDB ENUM type holding the column's categories (a digest of the list)."""
+    digest = hashlib.sha256("\x00".join(col.categories).encode("utf-8")).hexdigest()[:16]
+    return f"__dpsynth_enum_{digest}"
+
+
+def enum_ddl(schema: Schema) -> list[str]:
+    """DuckDB ``CREATE TYPE`` statements for the categorical columns (hash lookup of categories)."""
+    out = []
+    for col in schema.columns:
+        if isinstance(col, CategoricalColumn):
+            cats = ", ".join(quote_str(c, "duckdb") for c in col.categories)
+            out.append(f"CREATE OR REPLACE TYPE {enum_type_name(col)} AS ENUM ({cats})")
+    return out
+
+
+def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, *, row_numbers: bool = False) -> str:
+    """A query with, per column j, ``st_j`` (status), ``code_j`` (cell code) and ``raw_j`` (text)."""
+    cx = _Ctx(dialect)
+    l1, l2, l3, l4, l5, l6 = ([] for _ in range(6))
+    for j, col in enumerate(schema.columns):
+        x = quote_ident(col.name, dialect)
+        kind = type_class(types[col.name])
+        l1.append(f"{cx.text(x)} AS raw_{j}")
+        if isinstance(col, NumericColumn):
+            lo, hi, bins = col.lower, col.upper, col.bins
+            if kind == "number":
+                l1.append(f"CAST({x} AS DOUBLE) AS t_{j}")
+                l2.append(f"(t_{j} IS NULL OR isnan(t_{j})) AS e_{j}")
+                l2.append(f"t_{j} AS v_{j}")
+            else:
+                l1.append(f"{cx.trim(cx.text(x))} AS t_{j}")
+                l2.append(f"(t_{j} IS NULL OR t_{j} = '') AS e_{j}")
+                l2.append(f"CASE WHEN {cx.matches(f't_{j}')} THEN {cx.try_double(f't_{j}')} END AS v_{j}")
+            empty = MISSING if col.missing else EMPTY_ERROR
+            big = double(1.7976931348623157e308, dialect)
+            l3.append(
+                f"CASE WHEN e_{j} THEN {empty} WHEN v_{j} IS NULL OR isnan(v_{j}) THEN {BAD}"
+                f" WHEN abs(v_{j}) > {big} THEN {INF} WHEN v_{j} < {double(lo, dialect)} THEN {LOW}"
+                f" WHEN v_{j} > {double(hi, dialect)} THEN {HIGH} ELSE {OK} END AS st_{j}"
+            )
+            l4.append(
+                f"CASE WHEN st_{j} <= {HIGH} THEN least(greatest(v_{j}, {double(lo, dialect)}), {double(hi, dialect)})"
+                f" ELSE {double(lo, dialect)} END AS c_{j}"
+            )
+            h = (hi - lo) / bins
+            l5.append(
+                f"least(greatest(CAST(floor((c_{j} - {double(lo, dialect)}) / {double(h, dialect)}) AS BIGINT), 0),"
+                f" {bins - 1}) AS j0_{j}"
+            )
+            edges = cx.array([double(e, dialect) for e in col.edges()])
+            down = f"CASE WHEN c_{j} < {cx.at(edges, f'j0_{j} + 1')} THEN 1 ELSE 0 END"
+            up = f"CASE WHEN j0_{j} < {bins - 1} AND c_{j} >= {cx.at(edges, f'j0_{j} + 2')} THEN 1 ELSE 0 END"
+            l6.append(
+                f"CASE WHEN st_{j} = {MISSING} THEN {bins} WHEN st_{j} <= {HIGH} THEN j0_{j} - {down} + {up}"
+                f" ELSE 0 END AS code_{j}"
+            )
+        else:
+            ncat = len(col.categories)
+            l1.append(f"{cx.text(x)} AS t_{j}")
+            l2.append(f"(t_{j} IS NULL OR {cx.trim(f't_{j}')} = '') AS e_{j}")
+            if dialect == "duckdb":
+                l2.append(f"enum_code(TRY_CAST(t_{j} AS {enum_type_name(col)})) AS k_{j}")
+            else:
+                cats = cx.array([quote_str(c, dialect) for c in col.categories])
+                l2.append(f"(nullif(array_position({cats}, t_{j}), 0) - 1) AS k_{j}")
+            empty = MISSING if col.missing else EMPTY_ERROR
+            unknown = {"missing": UNKNOWN_MISSING, "drop": UNKNOWN_DROP, "error": UNKNOWN_ERROR}[col.on_unknown]
+            l3.append(f"CASE WHEN e_{j} THEN {empty} WHEN k_{j} IS NULL THEN {unknown} ELSE {OK} END AS st_{j}")
+            l6.append(
+                f"CASE WHEN st_{j} = {MISSING} OR st_{j} = {UNKNOWN_MISSING} THEN {ncat}"
+                f" WHEN st_{j} = {OK} THEN CAST(k_{j} AS BIGINT) ELSE 0 END AS code_{j}"
+            )
+    rn = "row_number() OVER () AS __r, " if row_numbers and dialect == "duckdb" else ""
+    if row_numbers and dialect == "spark":
+        rn = "row_number() OVER (ORDER BY monotonically_increasing_id()) AS __r, "
+    q = f"SELECT {rn}{', '.join(l1)} FROM {source}"
+    for level in (l2, l3, l4, l5, l6):
+        if level:
+            q = f"SELECT *, {', '.join(level)} FROM ({q}) AS s"
+    return q
+
+
+def count_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect) -> tuple[str, int]:
+    """GROUP BY query returning (cell, f0, f1, …, n); also the number of flag columns."""
+    st = strides(schema)
+    cell = " + ".join(f"code_{j} * CAST({s} AS BIGINT)" for j, s in enumerate(st))
+    n_cols = len(schema.columns)
+    n_flags = (n_cols + COLUMNS_PER_FLAG - 1) // COLUMNS_PER_FLAG
+    flags = []
+    for k in range(n_flags):
+        parts = [
+            f"CAST(st_{j} AS BIGINT) * CAST({1 << (STATUS_BITS * (j - k * COLUMNS_PER_FLAG))} AS BIGINT)"
+            for j in range(k * COLUMNS_PER_FLAG, min(n_cols, (k + 1) * COLUMNS_PER_FLAG))
+        ]
+        flags.append(" + ".join(parts) + f" AS f{k}")
+    inner = staged_sql(schema, types, source, dialect)
+    keys = ["cell"] + [f"f{k}" for k in range(n_flags)]
+    q = (
+        f"SELECT {', '.join(keys)}, count(*) AS n FROM (SELECT {cell} AS cell, {', '.join(flags)} FROM ({inner}) AS b) AS c"
+        f" GROUP BY {', '.join(keys)}"
+    )
+    return q, n_flags
+
+
+def error_rows_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, j: int, status: int,
+                   limit: int = 5) -> str:
+    """First rows (1-based row number, raw text) of column j in the given status."""
+    inner = staged_sql(schema.select([schema.columns[j].name]), {schema.columns[j].name: types[schema.columns[j].name]},
+                       source, dialect, row_numbers=True)
+    return f"SELECT __r, raw_0 FROM ({inner}) AS s WHERE st_0 = {status} ORDER BY __r LIMIT {limit}"
+
+
+def error_values_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, j: int, status: int,
+                     limit: int = 5) -> str:
+    """First distinct raw values (in order of first appearance) of column j in the given status."""
+    inner = staged_sql(schema.select([schema.columns[j].name]), {schema.columns[j].name: types[schema.columns[j].name]},
+                       source, dialect, row_numbers=True)
+    return (f"SELECT raw_0, min(__r) AS m FROM ({inner}) AS s WHERE st_0 = {status} GROUP BY raw_0"
+            f" ORDER BY m LIMIT {limit}")
+
+
+def error_message(col: NumericColumn | CategoricalColumn, status: int, n: int, rows: list[tuple[int, str]],
+                  values: list[str]) -> str:
+    """The same sentence :func:`dpsynth.binning.encode` raises for this kind of error."""
+    row_list = ", ".join(str(int(r)) for r, _ in rows)
+    name = col.name
+    if status == BAD:
+        shown = ", ".join(f"row {int(r)}: {str(v)[:40]!r}" for r, v in rows)
+        return f"Column {name!r} is numeric in the schema, but {n:,} value(s) are not numbers ({shown})."
+    if status == INF:
+        return f"Column {name!r} has infinite value(s) at row(s) {row_list}; use finite numbers."
+    if status == EMPTY_ERROR:
+        fix = "set missing: true or fill them." if isinstance(col, NumericColumn) else "set missing: true."
+        return (f"Column {name!r} has {n:,} empty value(s) (first at row {row_list}),"
+                f" but the schema does not allow missing values; {fix}")
+    shown = ", ".join(repr(str(v)[:40]) for v in values)
+    return (
+        f"Column {name!r} has {n:,} value(s) not in its category list"
+        f" (first at row {row_list}: {shown}). Add them to the schema, or choose to map"
+        " unknown values to missing or to drop those rows."
+    )
+
+
+def first_error(col: NumericColumn | CategoricalColumn, errors: dict[int, int]) -> int:
+    """Which error ``encode`` would raise first for this column."""
+    order = (BAD, INF, EMPTY_ERROR) if isinstance(col, NumericColumn) else (EMPTY_ERROR, UNKNOWN_ERROR)
+    for s in order:
+        if s in errors:
+            return s
+    raise AssertionError("no error status")  # pragma: no cover
+
+
+def bool_error(name: str) -> str:
+    """``encode``'s message for a true/false column declared numeric."""
+    return f"Column {name!r} holds true/false values; declare it categorical."
+
+
+def missing_columns_error(missing: list[str]) -> str:
+    """``encode``'s message for schema columns absent from the data."""
+    return f"The data has no column(s) {', '.join(map(repr, missing))} named in the schema."

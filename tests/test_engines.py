@@ -1,0 +1,219 @@
+"""Counting engines give the counts, report and errors of dpsynth.binning.encode exactly."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpsynth.binning import encode
+from dpsynth.engines import CellCounts, default_engine, get_engine
+from dpsynth.errors import InputError
+from dpsynth.histogram import cell_index
+from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+
+
+def edge_schema(policy: str = "missing") -> Schema:
+    return Schema((
+        # edges that are not exact decimals: lower + j·h rounds differently from j·h
+        NumericColumn(name="x", lower=-0.3, upper=0.7, bins=7, missing=True),
+        NumericColumn(name="age", lower=16, upper=96, bins=10, integer=True),
+        CategoricalColumn(name="colour", categories=("red", "green", "it's, \"blue\""), missing=True,
+                          on_unknown=policy),
+        NumericColumn(name="w", lower=1e-3, upper=1e3, bins=13),
+    ))
+
+
+def edge_table(n: int = 3000, seed: int = 5) -> pd.DataFrame:
+    """Text cells: values on every edge and one ulp either side, below/above the bounds, blanks, unknowns."""
+    rng = np.random.default_rng(seed)
+    sch = edge_schema()
+    cols = {}
+    for col in (sch.column("x"), sch.column("age"), sch.column("w")):
+        e = col.edges()
+        special = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf),
+                                  [col.lower - 1, col.upper + 1, col.upper * 10]])
+        body = rng.uniform(col.lower - 0.2 * (col.upper - col.lower), col.upper + 0.2 * (col.upper - col.lower), n)
+        vals = np.concatenate([special, body])[:n]
+        text = np.array([repr(float(v)) for v in vals], dtype=object)
+        if col.integer:
+            text = np.where(rng.random(n) < 0.5, np.array([str(int(round(v))) for v in vals], dtype=object), text)
+        cols[col.name] = text
+    cols["x"][rng.random(n) < 0.05] = ""
+    cols["x"][7] = "  0.1 "
+    cols["x"][8] = "+.5e-1"
+    cols["colour"] = rng.choice(["red", "green", "it's, \"blue\"", "", "  ", "purple", "Red"], n,
+                                p=[0.4, 0.2, 0.2, 0.05, 0.05, 0.05, 0.05]).astype(object)
+    df = pd.DataFrame(cols)
+    df["age"] = df["age"].astype(object)
+    return df[["x", "age", "colour", "w"]]
+
+
+def reference(df: pd.DataFrame, schema: Schema) -> CellCounts:
+    enc = encode(df, schema)
+    return CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    d = tmp_path_factory.mktemp("engines")
+    df = edge_table()
+    csv, pq = d / "t.csv", d / "t.parquet"
+    df.to_csv(csv, index=False)
+    df.to_parquet(pq, index=False)
+    return {"df": df, "csv": csv, "parquet": pq}
+
+
+@pytest.mark.parametrize("policy", ["missing", "drop"])
+@pytest.mark.parametrize("kind", ["df", "csv", "parquet"])
+def test_duckdb_matches_encode_on_edges(files: dict, kind: str, policy: str) -> None:
+    schema = edge_schema(policy)
+    ref = reference(files["df"], schema)
+    got = get_engine("duckdb").count(files[kind], schema)
+    assert not got.is_sparse
+    np.testing.assert_array_equal(got.dense, ref.dense)
+    assert got.report == ref.report
+    assert got.report.columns[0].clamped_low > 0 and got.report.columns[0].clamped_high > 0
+    assert (got.report.rows_dropped > 0) == (policy == "drop")
+
+
+def test_value_on_upper_goes_to_last_bin_and_edges_split_right() -> None:
+    col = NumericColumn(name="v", lower=-0.3, upper=0.7, bins=7)
+    e = col.edges()
+    df = pd.DataFrame({"v": [repr(float(v)) for v in e]})
+    got = get_engine("duckdb").count(df, Schema((col,))).dense
+    # each inner edge opens its bin (side='right'); lower → bin 0; upper → last bin
+    np.testing.assert_array_equal(got, [1, 1, 1, 1, 1, 1, 2])
+
+
+def test_typed_parquet_columns(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    n = 2000
+    df = pd.DataFrame({
+        "f": np.where(rng.random(n) < 0.1, np.nan, rng.normal(50, 30, n)),
+        "i": pd.array(np.where(rng.random(n) < 0.1, None, rng.integers(-5, 120, n)), dtype="Int64"),
+        "c": pd.Series(np.where(rng.random(n) < 0.1, None, rng.choice(["a", "b", "z"], n)), dtype=object),
+    })
+    schema = Schema((
+        NumericColumn(name="f", lower=0, upper=100, bins=9, missing=True),
+        NumericColumn(name="i", lower=0, upper=100, bins=4, integer=True, missing=True),
+        CategoricalColumn(name="c", categories=("a", "b"), missing=True, on_unknown="missing"),
+    ))
+    path = tmp_path / "typed.parquet"
+    df.to_parquet(path, index=False)
+    ref = reference(df, schema)
+    for src in (path, df):
+        got = get_engine("duckdb").count(src, schema)
+        np.testing.assert_array_equal(got.dense, ref.dense)
+        assert got.report == ref.report
+
+
+def test_sparse_output_for_large_domains(files: dict) -> None:
+    schema = edge_schema()
+    ref = reference(files["df"], schema)
+    for name in ("pandas", "duckdb"):
+        got = get_engine(name).count(files["csv"], schema, max_dense_cells=10)
+        assert got.is_sparse
+        idx, cnt = ref.occupied()
+        np.testing.assert_array_equal(got.cells, idx)
+        np.testing.assert_array_equal(got.counts, cnt)
+        np.testing.assert_array_equal(got.to_dense(), ref.dense)
+
+
+def _error(fn) -> str:
+    with pytest.raises(InputError) as info:
+        fn()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("case", ["not_a_number", "nan_text", "infinite", "empty", "unknown", "cat_empty"])
+def test_errors_match_encode(case: str, tmp_path) -> None:
+    n = 50
+    x = np.array([str(v) for v in range(n)], dtype=object)
+    c = np.array(["a"] * n, dtype=object)
+    num = NumericColumn(name="num col", lower=0, upper=10, bins=2)
+    cat = CategoricalColumn(name="cat", categories=("a", "b"))
+    if case == "not_a_number":
+        x[[3, 9, 11]] = ["12x", " abc ", "1_000"]
+    elif case == "nan_text":
+        x[4] = "NaN"
+    elif case == "infinite":
+        x[[5, 6]] = ["inf", "-1e999"]
+    elif case == "empty":
+        x[[2, 40]] = ""
+    elif case == "unknown":
+        c[[1, 2, 30]] = ["zz", "b ", "zz"]
+    else:
+        c[17] = ""
+    df = pd.DataFrame({"num col": x, "cat": c})
+    csv = tmp_path / "e.csv"
+    df.to_csv(csv, index=False)
+    schema = Schema((num, cat))
+    expected = _error(lambda: encode(pd.read_csv(csv, dtype=str, keep_default_na=False, na_values=[""]), schema))
+    assert "num col" in expected or "'cat'" in expected
+    assert _error(lambda: get_engine("duckdb").count(csv, schema)) == expected
+    assert _error(lambda: get_engine("duckdb").count(df, schema)) == expected
+    assert _error(lambda: get_engine("pandas").count(csv, schema)) == expected
+
+
+def test_missing_column_and_bool_column(tmp_path) -> None:
+    df = pd.DataFrame({"flag": [True, False, True], "a": ["1", "2", "3"]})
+    path = tmp_path / "b.parquet"
+    df.to_parquet(path, index=False)
+    schema = Schema((NumericColumn(name="flag", lower=0, upper=1, bins=2),))
+    assert _error(lambda: get_engine("duckdb").count(path, schema)) == _error(lambda: encode(df, schema))
+    schema2 = Schema((NumericColumn(name="nope", lower=0, upper=1, bins=2),))
+    assert _error(lambda: get_engine("duckdb").count(path, schema2)) == _error(lambda: encode(df, schema2))
+    assert "does not exist" in _error(lambda: get_engine("duckdb").count(tmp_path / "absent.csv", schema))
+
+
+def test_ragged_csv_is_an_input_error(tmp_path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("a,b\n1,2\n3,4,5\n", encoding="utf-8")
+    msg = _error(lambda: get_engine("duckdb").count(path, Schema((NumericColumn(name="a", lower=0, upper=9, bins=3),))))
+    assert "r.csv" in msg
+
+
+def test_progress_is_reported(files: dict) -> None:
+    seen: list[float] = []
+    get_engine("duckdb").count(files["csv"], edge_schema(), progress=lambda f, _m: seen.append(f))
+    assert seen and seen[-1] == 1.0 and all(0.0 <= f <= 1.0 for f in seen)
+
+
+def test_engine_choice(tmp_path) -> None:
+    small = tmp_path / "s.csv"
+    small.write_text("a\n1\n", encoding="utf-8")
+    assert default_engine(small) == "pandas"
+    assert default_engine(small, threshold_bytes=1) == "duckdb"
+    assert "Unknown engine" in _error(lambda: get_engine("polars"))
+
+
+def test_spark_missing_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    from dpsynth.engines.spark_engine import SparkEngine
+
+    msg = _error(lambda: SparkEngine().count("x.csv", edge_schema()))
+    assert "pip install pyspark" in msg
+
+
+@pytest.mark.slow
+def test_spark_local_mode_matches_encode(files: dict) -> None:
+    """One Spark session (local mode; JVM start-up dominates): CSV, Parquet, and an error message."""
+    engine = get_engine("spark", master="local[1]")
+    try:
+        for policy in ("missing", "drop"):
+            schema = edge_schema(policy)
+            ref = reference(files["df"], schema)
+            for kind in ("csv", "parquet"):
+                got = engine.count(files[kind], schema)
+                np.testing.assert_array_equal(got.dense, ref.dense)
+                assert got.report == ref.report
+        bad = files["df"].copy()
+        bad.loc[[4, 9], "age"] = ["forty", "12,5"]
+        schema = edge_schema()
+        assert _error(lambda: engine.count(bad, schema)) == _error(lambda: encode(bad, schema))
+    finally:
+        engine.spark.stop()
