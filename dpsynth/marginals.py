@@ -1,33 +1,37 @@
-"""Many columns: select–measure–reconstruct with a junction tree of low-order marginals.
+"""Many columns: select–measure–reconstruct with a junction tree grown from noisy marginals.
 
-When the full histogram is too large (Adult: ~10¹⁵ cells), we measure a few small noisy
+When the full histogram is too large (Adult: ~10¹⁵ cells) we measure a few small noisy
 marginals chosen well, fit a graphical model consistent with them, and sample rows from it
 (seed 003, "Select-Measure-Reconstruct" [LHR+10]; MST [McKenna et al. 2021]; PrivBayes [Zhang
-et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a 2-tree*:
+et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a growing junction tree*,
+all in numpy:
 
-1. **One-way marginals** of every column are measured (budget share ``one_way_share``).
-2. **Rounds** ``t = 1 … d−1``. Each round selects one clique with the exponential mechanism and
-   measures it. Round 1 picks a pair of columns; every later round attaches one new column
-   ``x`` to the model, either with one parent ``{x, u}`` or with two parents ``{x, u, v}``
-   where ``{u, v}`` already lie in one measured clique. The cliques therefore form a junction
-   tree of width ≤ 2 (a "2-tree", i.e. a Bayesian network of degree ≤ 2 whose parent sets are
-   complete), which we can sample exactly and quickly.
+1. **One-way marginals** of every column are measured (budget share ``ONE_WAY_SHARE``).
+2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
+   the exponential mechanism and measures it. The model is a junction tree whose cliques are
+   *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may
+   *attach* a new column ``x`` through a pair ``{x, u}`` (new clique ``{x, u}``, child of a clique
+   holding ``u``), *grow* the clique of ``x`` by a column ``v`` of its parent clique (measuring
+   ``{x, v}``; clique ``{x} ∪ S`` becomes ``{x} ∪ S ∪ {v}``, still a junction tree), or measure
+   an earlier pair *again*. When the rounds left equal the columns still outside the model,
+   only attachments are offered, so every column joins. Cliques are capped at
+   ``MAX_CLIQUE_COLS`` columns and ``MAX_CLIQUE_CELLS`` cells.
 
-   The score of a candidate clique ``C`` is AIM's [McKenna et al. 2022, §4]:
-   ``q(C) = ‖M_C(D) − N̂·P̂_C‖₁ − E‖noise_C‖₁`` where ``P̂_C`` is the current model's estimate
-   (the noisy marginal of the clique's separator times the noisy one-way of ``x``; before round
-   1 the product of noisy one-ways) and the last term, data-independent, is the expected L1
-   size of the noise the measurement would add (√(2/π)·σ per cell for the Gaussian). ``P̂_C``
-   and ``N̂`` are functions of earlier noisy releases only, so adding or removing one person
-   changes ``q`` by at most the histogram's L1 sensitivity Δ₁ (:mod:`dpsynth.neighbours`).
-3. **Reconstruction** (post-processing): the noisy total ``N̂`` is the inverse-variance mean
-   of the sums of all measured tables. Each measured table is projected onto the scaled
-   simplex ``{t ≥ 0, Σt = N̂}`` (Euclidean projection; it removes most of the noise in empty
-   cells), one-way tables are merged into the model's column marginals, and the conditional
-   ``P(x | separator)`` of each clique is read from its table, shrunk toward ``P(x)`` where the
-   separator cell holds few rows. The result is a Bayesian network over the 2-tree.
-4. **Sampling** (post-processing): ancestral sampling in clique order, one vectorised
-   inverse-CDF draw per clique for all rows (O(rows × columns)).
+   The score of a candidate ``m`` is AIM's [McKenna et al. 2022, §4]:
+   ``q(m) = ‖M_m(D) − M̂_m‖₁ − c·E‖noise_m‖₁``, where ``M̂_m`` is the current model's estimate of
+   the marginal (a function of earlier noisy releases only) and the last term, data-independent,
+   is the expected L1 size of the noise the measurement would add (√(2/π)·σ per cell for the
+   Gaussian), weighted by ``PENALTY_FACTOR``. Adding or removing one person changes ``q`` by at
+   most the histogram's L1 sensitivity Δ₁ (:mod:`dpsynth.neighbours`); that is the sensitivity
+   the exponential mechanism uses. A round with a single candidate spends nothing on selection.
+3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
+   end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
+   on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
+   re-implemented for junction trees). The noisy total ``N̂`` is the inverse-variance mean of the
+   sums of all measured tables.
+4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
+   order (``P(new column | separator)`` per clique), is sampled ancestrally: one vectorised
+   inverse-CDF draw per clique for all rows (O(rows × columns)), exact for the model.
 
 Guarantees of the stages and how they compose (sensitivities from :mod:`dpsynth.neighbours`):
 
@@ -39,14 +43,17 @@ one-way marginals      discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Lapl
 selection, per round   exponential mechanism at ε_t:       exponential mechanism at ε_t:
                        ρ = ε_t²/8 [Cesar & Rogers 2021]     ε_t-DP [McSherry & Talwar 2007]
 measurement, per round discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Laplace, ε = Δ₁/scale
-reconstruction, sample post-processing (free)               post-processing (free)
+estimation, sampling   post-processing (free)               post-processing (free)
 composition            adaptive: ρ adds [BS16, Lemma 2.3];  adaptive basic composition: ε adds
                        total ρ → (ε, δ) by [CKS20, Cor. 13]
 =====================  ==================================  =================================
 
-Each round's budget is fixed before the round looks at the data (remaining budget / remaining
-rounds), so the composition is the standard adaptive one; noise parameters are rounded toward
-*more* noise, so the actual spend is at or below the plan (recorded in ``describe()``).
+Budget: ``ONE_WAY_SHARE`` and ``SELECT_SHARE`` of the total (ρ or ε) go to the one-ways and the
+selections (split evenly over the rounds); the rest goes to the round measurements, each round
+taking its share of what is left in proportion to cells^``ALLOC_POWER`` of its marginal. Every
+round's budget is fixed before the round looks at the data (it depends on public sizes and
+earlier releases only), so the composition is the standard adaptive one; noise parameters are
+rounded toward *more* noise, so the actual spend is at or below the plan (``describe()``).
 
 Caveat: the exponential mechanism's probabilities are computed in floating point (see
 :func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.
@@ -64,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from dpsynth import zcdp
-from dpsynth.errors import InputError
+from dpsynth.errors import InputError, InternalError
 from dpsynth.neighbours import (
     Neighbours,
     histogram_l1_sensitivity,
@@ -72,28 +79,28 @@ from dpsynth.neighbours import (
 )
 
 FORMAT = "dpsynth.marginals/1"
-# Candidate cliques larger than this are never measured (memory and noise both explode).
-MAX_CLIQUE_CELLS = 1_000_000
+# Model cliques (and measured sets) never exceed this many cells (memory and time).
+MAX_CLIQUE_CELLS = 100_000
 # Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
 ONE_WAY_SHARE = 0.05
 SELECT_SHARE = 0.06
-# Pseudo-rows (in units of the per-cell noise std) that shrink a conditional toward P(x).
-SHRINK_NOISE_UNITS = 0.3
-# Weight of the expected-noise term in the selection score (AIM uses 1; projection onto the
-# simplex removes much of the noise in empty cells, so the raw expectation overstates it).
+# Weight of the expected-noise term in the selection score (AIM uses 1; the estimation removes
+# much of the noise in empty cells, so the raw expectation overstates it).
 PENALTY_FACTOR = 0.3
-# Mirror-descent iterations of the final estimation (0: keep the Bayesian network as read).
+# Mirror-descent iterations at the end (after ROUND_ITERS warm-started ones per round).
 ESTIMATION_ITERS = 300
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
 ALLOC_POWER = 1.0 / 3.0
-# Offer "two parents, measured as two pairs" candidates; a candidate measures at most MAX_SETS sets.
-PAIR_PAIRS = True
-MAX_SETS = 2
-# Scores of two-set candidates are scaled by this (their L1 gains overlap through x's marginal).
-MULTI_SET_SCALE = 1.0
-# ... and scores of three-way candidates by this (a triple also covers its three pairs).
-TRIPLE_SCALE = 1.0
+# Rounds of selection per column after the first (≥ 1: every column must join the model; the
+# rest grow cliques or measure again, as in AIM).
+ROUNDS_PER_COLUMN = 3.0
+# Columns per model clique (a clique is measured through its pairs, so it may exceed 3).
+MAX_CLIQUE_COLS = 5
+# Offer three-way measurements when a column joins (besides pairs).
+TRIPLES = False
+# Mirror-descent iterations after each round (warm-started) and at the end.
+ROUND_ITERS = 12
 
 Progress = Callable[[float, str], None]
 
@@ -194,7 +201,7 @@ class MarginalModel:
         p = self.params
         pure = p.get("delta", 0.0) == 0.0
         return {
-            "method": "marginals (select–measure–reconstruct on a 2-tree junction tree)",
+            "method": "marginals (select–measure–reconstruct, AIM-lite on a junction tree)",
             "guarantee": (
                 f"({p.get('epsilon')}, 0)-DP (pure)" if pure
                 else f"({p.get('epsilon')}, {p.get('delta')})-DP via {p.get('rho_spent'):.6g}-zCDP"
@@ -209,11 +216,11 @@ class MarginalModel:
             ),
             "stages": self.stages,
             "selected_marginals": [list(c) for c, _ in self.measurements if len(c) > 1],
+            "model_cliques": self.params.get("cliques", []),
             "noisy_total": self.noisy_total,
             "post_processing": [
                 "noisy total = inverse-variance mean of the measured tables' sums",
-                "each table projected onto {t ≥ 0, Σt = noisy total}",
-                "conditionals read from the cliques (shrunk toward the column's one-way)",
+                "junction-tree model fitted to all measurements (mirror descent, Private-PGM style)",
                 "ancestral sampling, one inverse-CDF draw per clique",
             ],
             "floating_point": "selection probabilities use floating point (Ilvento 2020); counts use exact integer noise",
@@ -419,7 +426,7 @@ def fit_marginal_model(
     rng: np.random.Generator,
     progress: Progress | None = None,
 ) -> MarginalModel:
-    """Fit the 2-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
+    """Fit the junction-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
 
     See the module docstring for the stages, their guarantees and their composition.
     """
@@ -452,66 +459,64 @@ def fit_marginal_model(
     stages.append(_stage("one-way marginals", plan, one_mech.cost * d,
                          f"{d} one-way marginals, each " + _mech_text(one_mech, plan)))
     n_hat = _noisy_total(measurements, mechs)
-    one_way = [project_simplex(y, max(n_hat, 1.0)) for _, y in measurements]
+    total = max(n_hat, 1.0)
+    one_way = []
+    for _, y in measurements:
+        t = project_simplex(y, total)
+        one_way.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
 
     # ---- stage 2+3: rounds of selection and measurement --------------------------------------
-    cliques: list[tuple[int, ...]] = []  # model cliques (sorted column tuples), in junction-tree order
-    parent_of: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}  # clique -> (separator, new)
-    tables: dict[tuple[int, ...], np.ndarray] = {}  # projected noisy tables of measured sets
-    attached: list[int] = []
-    l1_cache: dict[tuple[int, ...], float] = {}
-    rounds_total = d - 1
+    model = _Model(sizes, one_way, total)
+    counts_cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    def real(m: tuple[int, ...]) -> np.ndarray:
+        if m not in counts_cache:
+            counts_cache[m] = _counts(codes, sizes, m)
+        return counts_cache[m]
+
+    # Two columns: one pair says everything. Otherwise extra rounds grow cliques or re-measure.
+    rounds_total = max(d - 1, round(ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
     sel_left, meas_left = budget_sel, budget_meas
     sel_spent = meas_spent = 0.0
     sel_eps_used: list[float] = []
     meas_mechs: list[_Mech] = []
     round_weights: list[float] = []
-    # Scores add the L1 gains of up to MAX_SETS measured sets: each changes by ≤ Δ₁ per person.
-    score_sensitivity = plan.l1 * max(1.0, MULTI_SET_SCALE * MAX_SETS, TRIPLE_SCALE)
-    t = 0
-    while len(attached) < d and d > 1:
-        rounds_left = rounds_total - t  # round 1 attaches two columns, every later round one
-        report(0.05 + 0.85 * t / max(1, rounds_total), f"Selecting marginal {t + 1} of {rounds_total}")
+    for t in range(rounds_total):
+        rounds_left = rounds_total - t
+        report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
         round_sel = sel_left / rounds_left
-        cands = _candidates(attached, cliques, d, sizes)
+        cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
         scores = np.empty(len(cands))
-        for i, (_cl, _sep, new, sets) in enumerate(cands):
-            budgets = _split(_allocate(meas_left, rounds_left, _weight(sets, sizes), round_weights), sets, sizes)
-            q = 0.0
-            for m, b in zip(sets, budgets, strict=True):
-                if m not in l1_cache:
-                    est = _estimate(m, new, sizes, tables, one_way)
-                    l1_cache[m] = float(np.abs(_counts(codes, sizes, m) - n_hat * est).sum())
-                cells = math.prod(sizes[c] for c in m)
-                q += l1_cache[m] - PENALTY_FACTOR * _preview_mech(plan, b).mean_abs * cells
-            scores[i] = q * (MULTI_SET_SCALE if len(sets) > 1 else TRIPLE_SCALE if len(sets[0]) == 3 else 1.0)
-        sel_eps = plan.selection_epsilon(round_sel)
-        sel_eps_used.append(sel_eps)
+        for i, cand in enumerate(cands):
+            w = math.prod(sizes[c] for c in cand.measure) ** ALLOC_POWER
+            b = _allocate(meas_left, rounds_left, w, round_weights)
+            cells = math.prod(sizes[c] for c in cand.measure)
+            gap = float(np.abs(real(cand.measure) - model.estimate(cand)).sum())
+            scores[i] = gap - PENALTY_FACTOR * _preview_mech(plan, b).mean_abs * cells
         sel_left -= round_sel
-        sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
-        cl, sep, new, sets = cands[_select(scores, score_sensitivity, sel_eps, rng)]
-        weight = _weight(sets, sizes)
+        if len(cands) == 1:
+            cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
+        else:
+            sel_eps = plan.selection_epsilon(round_sel)
+            sel_eps_used.append(sel_eps)
+            sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
+            cand = cands[_select(scores, plan.l1, sel_eps, rng)]
+        weight = math.prod(sizes[c] for c in cand.measure) ** ALLOC_POWER
         round_meas = _allocate(meas_left, rounds_left, weight, round_weights)
         round_weights.append(weight)
         meas_left -= round_meas
-        for m, b in zip(sets, _split(round_meas, sets, sizes), strict=True):
-            mech = plan.measurement(b)
-            meas_spent += mech.cost
-            meas_mechs.append(mech)
-            y = _measure(_counts(codes, sizes, m), mech, rng)
-            measurements.append((m, y))
-            mechs.append(mech)
-            tables[m] = project_simplex(y, max(n_hat, 1.0))
-        cliques.append(cl)
-        parent_of[cl] = (sep, new)
-        for c in cl:
-            if c not in attached:
-                attached.append(c)
-        t += 1
+        mech = plan.measurement(round_meas)
+        meas_spent += mech.cost
+        meas_mechs.append(mech)
+        y = _measure(real(cand.measure), mech, rng)
+        measurements.append((cand.measure, y))
+        mechs.append(mech)
+        model.apply(cand, y, mech.variance)
+        model.fit(ROUND_ITERS)
     if d > 1:
         stages.append(_stage(
             "selection", plan, sel_spent,
-            f"{t} exponential-mechanism choices (score sensitivity {score_sensitivity}), ε per choice "
+            f"{len(sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), ε per choice "
             + ", ".join(f"{e:.4g}" for e in sel_eps_used)
             + ("" if plan.pure else " (each ε²/8-zCDP)"),
         ))
@@ -521,10 +526,10 @@ def fit_marginal_model(
         ))
 
     # ---- reconstruction (post-processing) ----------------------------------------------------
-    report(0.92, "Reconstructing the model")
-    n_hat = _noisy_total(measurements, mechs)
-    steps = _reconstruct(sizes, measurements, mechs, cliques, parent_of, n_hat)
-    steps = _refine(sizes, steps, measurements, mechs, cliques, n_hat, ESTIMATION_ITERS)
+    report(0.92, "Estimating the model")
+    model.total = max(_noisy_total(measurements, mechs), 1.0)
+    model.fit(ESTIMATION_ITERS)
+    steps = model.steps()
     report(1.0, "Done")
     params = {
         "epsilon": eps,
@@ -534,14 +539,310 @@ def fit_marginal_model(
         "accounting": "pure DP, basic composition" if plan.pure else "zCDP (discrete Gaussian + exponential mechanism)",
         "budget": plan.total,
         "spent": plan.spent,
+        "cliques": [list(c) for c in model.cliques],
     }
     if not plan.pure:
         params["rho_budget"] = plan.total
         params["rho_spent"] = plan.spent
         params["epsilon_spent"] = zcdp.epsilon_from_rho(plan.spent, dlt) if plan.spent > 0 else 0.0
-    assert plan.spent <= plan.total * (1 + 1e-12), "over-spent the privacy budget"  # noqa: S101
-    return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(n_hat), measurements=measurements,
+    if plan.spent > plan.total * (1 + 1e-12):
+        raise InternalError("The marginal method over-spent its privacy budget.")
+    return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(model.total), measurements=measurements,
                          noise=[m.info() for m in mechs], stages=stages, params=params)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One option of a round: measure ``measure``; ``kind`` says how the model changes."""
+
+    kind: str  # "root", "attach", "grow" or "again"
+    measure: tuple[int, ...]
+    new: int = -1  # the column that joins (attach) or whose clique grows (grow)
+    clique: int = -1  # attach: the parent clique; grow: the clique that grows
+
+
+class _Model:
+    """The current junction tree (cliques, parents, log-potentials) and its measurements.
+
+    Every clique but the root holds exactly one column that no earlier clique holds (its *new*
+    column); its separator (the other columns) lies inside its parent clique. The cliques form
+    a junction tree at every step, so sampling and inference are exact.
+    """
+
+    def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float) -> None:
+        self.sizes = sizes
+        self.one_way = one_way
+        self.total = total
+        self.cliques: list[tuple[int, ...]] = []
+        self.parent: list[int] = []
+        self.new: list[int] = []  # new column of each clique (-1 for the root)
+        self.theta: list[np.ndarray] = []
+        self.obs: list[tuple[tuple[int, ...], np.ndarray, float]] = []
+        self.mu: list[np.ndarray] = []
+        self.eta: float | None = None
+
+    # -- structure ------------------------------------------------------------------------------
+
+    @property
+    def attached(self) -> set[int]:
+        return {c for cl in self.cliques for c in cl}
+
+    def rounds_needed(self) -> int:
+        left = len(self.sizes) - len(self.attached)
+        return left - 1 if not self.cliques else left
+
+    def _cells(self, cols: Sequence[int]) -> int:
+        return math.prod(self.sizes[c] for c in cols)
+
+    def candidates(self, must_attach: bool) -> list[_Candidate]:
+        d = len(self.sizes)
+        out: list[_Candidate] = []
+        if not self.cliques:
+            return [_Candidate("root", (u, v)) for u, v in combinations(range(d), 2)]
+        att = self.attached
+        for x in range(d):
+            if x in att:
+                continue
+            for u in sorted(att):
+                home = max((i for i, cl in enumerate(self.cliques) if u in cl), key=lambda i: len(self.cliques[i]))
+                out.append(_Candidate("attach", tuple(sorted((x, u))), new=x, clique=home))
+            if TRIPLES:
+                for i, cl in enumerate(self.cliques):
+                    for u, v in combinations(cl, 2):
+                        m = tuple(sorted((x, u, v)))
+                        if self._cells(m) <= MAX_CLIQUE_CELLS:
+                            out.append(_Candidate("attach", m, new=x, clique=i))
+        if must_attach and out:
+            return out
+        for i, cl in enumerate(self.cliques):
+            p = self.parent[i]
+            if p < 0 or len(cl) >= MAX_CLIQUE_COLS:
+                continue
+            x = self.new[i]
+            for v in self.cliques[p]:
+                if v not in cl and self._cells(cl + (v,)) <= MAX_CLIQUE_CELLS:
+                    out.append(_Candidate("grow", tuple(sorted((x, v))), new=x, clique=i))
+        seen = set()
+        for m, _, _ in self.obs:
+            if len(m) > 1 and m not in seen:
+                seen.add(m)
+                out.append(_Candidate("again", m))
+        return out
+
+    def apply(self, cand: _Candidate, y: np.ndarray, variance: float) -> None:
+        """Record the measurement and change the structure (the distribution is unchanged)."""
+        self.obs.append((cand.measure, y.astype(np.float64), variance))
+        if cand.kind == "root":
+            self.cliques.append(cand.measure)
+            self.parent.append(-1)
+            self.new.append(-1)
+            self.theta.append(self._independent(cand.measure))
+        elif cand.kind == "attach":
+            x = cand.new
+            sep = tuple(c for c in cand.measure if c != x)
+            self.cliques.append(cand.measure)
+            self.parent.append(cand.clique)
+            self.new.append(x)
+            # x joins independent of its separator: log P(x) broadcast.
+            shape = [self.sizes[c] if c == x else 1 for c in cand.measure]
+            self.theta.append(np.broadcast_to(np.log(np.maximum(self.one_way[x], 1e-30)).reshape(shape),
+                                              [self.sizes[c] for c in cand.measure]).copy())
+            del sep
+        elif cand.kind == "grow":
+            i = cand.clique
+            old = self.cliques[i]
+            v = next(c for c in cand.measure if c != cand.new)
+            grown = tuple(sorted(old + (v,)))
+            # Extending a potential along a new axis leaves the distribution unchanged: v is
+            # already in the parent clique, and the new clique's factor does not depend on it.
+            th = np.expand_dims(self.theta[i], grown.index(v))
+            self.theta[i] = np.broadcast_to(th, [self.sizes[c] for c in grown]).copy()
+            self.cliques[i] = grown
+        self.mu = []
+
+    def _independent(self, cols: tuple[int, ...]) -> np.ndarray:
+        th = np.zeros([self.sizes[c] for c in cols])
+        for k, c in enumerate(cols):
+            shape = [1] * len(cols)
+            shape[k] = self.sizes[c]
+            th = th + np.log(np.maximum(self.one_way[c], 1e-30)).reshape(shape)
+        return th
+
+    # -- inference ------------------------------------------------------------------------------
+
+    def _tree(self) -> _JunctionTree:
+        return _JunctionTree(self.sizes, self.cliques, self.parent)
+
+    def fit(self, iters: int) -> None:
+        """Mirror descent on all measurements so far (post-processing)."""
+        if not self.cliques:
+            return
+        tree = self._tree()
+        obs = []
+        for m, y, var in self.obs:
+            # The smallest clique holding the measured columns (cheapest to marginalise).
+            ci = min((i for i, cl in enumerate(self.cliques) if set(m) <= set(cl)),
+                     key=lambda i: self._cells(self.cliques[i]), default=-1)
+            if ci >= 0:  # one-ways of columns not yet in the model wait until they join
+                obs.append((ci, tuple(self.cliques[ci].index(c) for c in m), y, var))
+        if iters > 0:
+            self.theta, self.eta = _mirror_descent(tree, self.theta, obs, self.total, iters, self.eta)
+        self.mu = tree.marginals(self.theta, self.total)
+
+    def _marg(self, cols: tuple[int, ...]) -> np.ndarray:
+        """Model counts on ``cols`` (axes in sorted order); ``cols`` must lie in one clique."""
+        i = next(i for i, cl in enumerate(self.cliques) if set(cols) <= set(cl))
+        cl = self.cliques[i]
+        drop = tuple(k for k, c in enumerate(cl) if c not in cols)
+        return self.mu[i].sum(axis=drop) if drop else self.mu[i]
+
+    def estimate(self, cand: _Candidate) -> np.ndarray:
+        """The current model's counts on ``cand.measure`` (axes in sorted order)."""
+        m = cand.measure
+        if cand.kind == "root":
+            a, b = (self.one_way[c] for c in m)
+            return self.total * np.outer(a, b)
+        if not self.mu:
+            self.fit(0)
+        if cand.kind == "again":
+            return self._marg(m)
+        x = cand.new
+        if cand.kind == "attach":
+            sep = tuple(c for c in m if c != x)
+            known = self._marg(sep)  # counts, axes sorted
+            px = self.one_way[x]
+            pos = m.index(x)
+            return np.expand_dims(known, pos) * px.reshape([self.sizes[x] if c == x else 1 for c in m])
+        # grow: x ⟂ v given the separator S of x's clique C; P(x, v) = Σ_S P(x, S) P(v | S).
+        i = cand.clique
+        cl, p = self.cliques[i], self.parent[i]
+        v = next(c for c in m if c != x)
+        sep = tuple(c for c in cl if c != x)
+        a = self._marg(tuple(sorted(sep + (x,))))  # axes sorted(sep ∪ {x})
+        a = np.moveaxis(a, tuple(sorted(sep + (x,))).index(x), 0).reshape(self.sizes[x], -1)
+        b = self._marg(tuple(sorted(sep + (v,))))
+        b = np.moveaxis(b, tuple(sorted(sep + (v,))).index(v), -1).reshape(-1, self.sizes[v])
+        del p
+        cond = b / np.maximum(b.sum(axis=1, keepdims=True), 1e-300)
+        xv = a @ cond  # axes (x, v)
+        return xv if x < v else xv.T
+
+    def steps(self) -> list[Step]:
+        """The fitted model as a Bayesian network in clique order (what the sampler runs)."""
+        d = len(self.sizes)
+        if not self.cliques:
+            return [Step(new=(j,), parents=(), cpt=self.one_way[j][None, :]) for j in range(d)]
+        if not self.mu:
+            self.fit(0)
+        out: list[Step] = []
+        for i, cl in enumerate(self.cliques):
+            mu = self.mu[i]
+            if self.parent[i] < 0:
+                out.append(Step(new=cl, parents=(), cpt=(mu / max(mu.sum(), 1e-300)).reshape(1, -1)))
+                continue
+            x = self.new[i]
+            sep = tuple(c for c in cl if c != x)
+            t = np.moveaxis(mu, cl.index(x), -1).reshape(self._cells(sep), self.sizes[x])
+            rs = t.sum(axis=1, keepdims=True)
+            # A separator cell whose probability underflowed is never sampled; give it a valid row anyway.
+            cpt = np.where(rs > 0, t / np.where(rs > 0, rs, 1.0), 1.0 / t.shape[1])
+            out.append(Step(new=(x,), parents=sep, cpt=cpt))
+        return out
+
+
+class _JunctionTree:
+    """Cliques (sorted column tuples) with parents earlier in the list; exact inference."""
+
+    def __init__(self, sizes: tuple[int, ...], cliques: list[tuple[int, ...]], parent: list[int]) -> None:
+        self.sizes = sizes
+        self.cliques = cliques
+        self.parent = parent
+
+    def _msg(self, table: np.ndarray, src: int, dst: int) -> np.ndarray:
+        """Sum of ``table`` (on clique src) onto the separator, rescaled to max 1, shaped for dst."""
+        a, b = self.cliques[src], self.cliques[dst]
+        drop = tuple(i for i, c in enumerate(a) if c not in b)
+        m = table.sum(axis=drop) if drop else table
+        mx = m.max()
+        if mx > 0:
+            m = m / mx
+        return m.reshape([self.sizes[c] if c in a else 1 for c in b])
+
+    def marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
+        """Clique marginals scaled to ``total`` rows: sum-product, upward then downward.
+
+        Works on exp(θ − max θ) per clique with every message rescaled to a maximum of 1 (the
+        scale of a message cancels in the normalised beliefs), which is exact up to floating
+        point and several times faster than log-domain passes.
+        """
+        n = len(self.cliques)
+        phi = [np.exp(t - t.max()) for t in theta]
+        children: list[list[int]] = [[] for _ in range(n)]
+        for i, p in enumerate(self.parent):
+            if p >= 0:
+                children[p].append(i)
+        up = list(phi)
+        to_parent: list[np.ndarray] = [np.empty(0)] * n
+        for i in reversed(range(n)):
+            p = self.parent[i]
+            if p >= 0:
+                to_parent[i] = self._msg(up[i], i, p)
+                up[p] = up[p] * to_parent[i]
+        down: list[np.ndarray | float] = [1.0] * n
+        for i in range(n):
+            for c in children[i]:
+                rest = phi[i] * down[i]
+                for o in children[i]:
+                    if o != c:
+                        rest = rest * to_parent[o]
+                down[c] = self._msg(rest, i, c)
+        out = []
+        for i in range(n):
+            b = up[i] * down[i]
+            mx = b.max()
+            if not mx > 0:  # everything underflowed: no information left, stay valid
+                out.append(np.full(b.shape, total / b.size))
+                continue
+            b = b / mx
+            out.append(b * (total / b.sum()))
+        return out
+
+
+def _mirror_descent(tree: _JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
+                    total: float, iters: int, eta: float | None = None) -> tuple[list[np.ndarray], float]:
+    """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
+    mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
+    Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
+    counts, noise variance). Returns the potentials and the last step size."""
+
+    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+        loss = 0.0
+        grads = [np.zeros_like(m) for m in mu]
+        for ci, keep, y, var in obs:
+            drop = tuple(i for i in range(mu[ci].ndim) if i not in keep)
+            # keep is increasing (measured sets and cliques are sorted), so axes already match y.
+            r = (mu[ci].sum(axis=drop) if drop else mu[ci]) - y
+            loss += float((r * r).sum()) / var
+            g = (2.0 / var) * r
+            grads[ci] += np.expand_dims(g, drop) if drop else g
+        return loss, grads
+
+    mu = tree.marginals(theta, total)
+    loss, grads = loss_grad(mu)
+    if eta is None:
+        # A first step that moves log-potentials by about 1 where the gradient is largest.
+        gmax = max(float(np.abs(g).max()) for g in grads) or 1.0
+        eta = 1.0 / gmax
+    for _ in range(iters):
+        new_theta = [t - eta * g for t, g in zip(theta, grads, strict=True)]
+        new_mu = tree.marginals(new_theta, total)
+        new_loss, new_grads = loss_grad(new_mu)
+        if new_loss <= loss:
+            theta, mu, loss, grads = new_theta, new_mu, new_loss, new_grads
+            eta *= 1.25
+        else:
+            eta *= 0.5
+    return theta, eta
 
 
 def _stage(name: str, plan: _Plan, cost: float, detail: str) -> dict[str, Any]:
@@ -581,311 +882,3 @@ def _noisy_total(measurements: list[tuple[tuple[int, ...], np.ndarray]], mechs: 
         num += w * float(y.sum())
         den += w
     return num / den
-
-
-def _weight(sets: tuple[tuple[int, ...], ...], sizes: tuple[int, ...]) -> float:
-    return sum(math.prod(sizes[c] for c in m) ** ALLOC_POWER for m in sets)
-
-
-def _split(budget: float, sets: tuple[tuple[int, ...], ...], sizes: tuple[int, ...]) -> list[float]:
-    """A round's measurement budget split over its sets ∝ cells^ALLOC_POWER."""
-    w = [math.prod(sizes[c] for c in m) ** ALLOC_POWER for m in sets]
-    return [budget * x / sum(w) for x in w]
-
-
-Candidate = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]
-
-
-def _candidates(attached: list[int], cliques: list[tuple[int, ...]], d: int, sizes: tuple[int, ...]) -> list[Candidate]:
-    """(model clique, separator, new columns, sets to measure) that keep the cliques a 2-tree.
-
-    A new column ``x`` joins with one parent ``u`` (measure ``{x, u}``) or with two parents
-    ``{u, v}`` already together in a clique, measuring either ``{x, u, v}`` or the two pairs
-    ``{x, u}`` and ``{x, v}`` (fewer cells; the estimation fills in the three-way interaction).
-    """
-    def srt(*c: int) -> tuple[int, ...]:
-        return tuple(sorted(c))
-
-    out: list[Candidate] = []
-    if not attached:
-        for u, v in combinations(range(d), 2):
-            out.append(((u, v), (), (u, v), ((u, v),)))
-    else:
-        edges = sorted({srt(*e) for cl in cliques for e in combinations(cl, 2)})
-        for x in range(d):
-            if x in attached:
-                continue
-            for u in attached:
-                out.append((srt(x, u), (u,), (x,), (srt(x, u),)))
-            for u, v in edges:
-                cl = srt(x, u, v)
-                out.append((cl, (u, v), (x,), (cl,)))
-                if PAIR_PAIRS:
-                    out.append((cl, (u, v), (x,), (srt(x, u), srt(x, v))))
-    ok = [c for c in out if all(math.prod(sizes[i] for i in m) <= MAX_CLIQUE_CELLS for m in c[3])]
-    return ok or out[:1]
-
-
-def _sep_table(sep: tuple[int, ...], tables: dict[tuple[int, ...], np.ndarray], one_way: list[np.ndarray]) -> np.ndarray:
-    """Normalised estimate of the marginal of ``sep`` (axes in ``sep`` order) from a measured set."""
-    if len(sep) == 1:
-        t = one_way[sep[0]]
-        return t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
-    for m, t in tables.items():
-        if set(sep) <= set(m):
-            drop = tuple(i for i, c in enumerate(m) if c not in sep)
-            mm = t.sum(axis=drop) if drop else t
-            kept = [c for c in m if c in sep]
-            mm = np.transpose(mm, [kept.index(c) for c in sep])
-            return mm / mm.sum() if mm.sum() > 0 else np.full(mm.shape, 1.0 / mm.size)
-    # Only reached for an edge no measured set covers (its clique was measured by pairs):
-    # fall back to independence of its columns.
-    return np.einsum(",".join(chr(97 + i) for i in range(len(sep))) + "->" + "".join(chr(97 + i) for i in range(len(sep))),
-                     *[_sep_table((c,), tables, one_way) for c in sep])
-
-
-def _estimate(m: tuple[int, ...], new: tuple[int, ...], sizes: tuple[int, ...],
-              tables: dict, one_way: list[np.ndarray]) -> np.ndarray:
-    """The current model's distribution on the set ``m`` (axes in ``m`` order): the known part's
-    marginal times the new columns' one-ways (the new columns are still independent)."""
-    old = tuple(c for c in m if c not in new)
-    factors, axes = [], []
-    if old:
-        factors.append(_sep_table(old, tables, one_way))
-        axes.append(list(old))
-    for x in (c for c in m if c in new):
-        factors.append(_sep_table((x,), tables, one_way))
-        axes.append([x])
-    letters = {c: chr(97 + i) for i, c in enumerate(m)}
-    expr = ",".join("".join(letters[c] for c in a) for a in axes) + "->" + "".join(letters[c] for c in m)
-    return np.einsum(expr, *factors)
-
-
-def _reconstruct(sizes: tuple[int, ...], measurements: list, mechs: list[_Mech], cliques: list,
-                 parent_of: dict, n_hat: float) -> list[Step]:
-    """Bayesian network over the 2-tree from the projected noisy tables (post-processing)."""
-    d = len(sizes)
-    total = max(n_hat, 1.0)
-    noisy = {c: (y, m) for (c, y), m in zip(measurements, mechs, strict=True)}
-    one_way = []
-    for j in range(d):
-        y, _ = noisy[(j,)]
-        t = project_simplex(y, total)
-        one_way.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
-    steps: list[Step] = []
-    if not cliques:
-        return [Step(new=(j,), parents=(), cpt=one_way[j][None, :]) for j in range(d)]
-    for cl in cliques:
-        sep, new = parent_of[cl]
-        if cl not in noisy:
-            steps.append(Step(new=new, parents=sep, cpt=_pairs_conditional(sep, new[0], noisy, one_way, sizes, total)))
-            continue
-        y, m = noisy[cl]
-        t = project_simplex(y, total)
-        if not sep:
-            # Root clique: its joint, with the merged one-ways pulling its margins (IPF-style step).
-            joint = t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
-            steps.append(Step(new=cl, parents=(), cpt=joint.reshape(1, -1)))
-            continue
-        # Axes: separator first, then the new column.
-        order = [cl.index(c) for c in sep] + [cl.index(c) for c in new]
-        tt = np.transpose(t, order)
-        cpt = _conditional(tt, one_way[new[0]], math.sqrt(m.variance))
-        steps.append(Step(new=new, parents=sep, cpt=cpt.reshape(-1, tt.shape[-1])))
-    return steps
-
-
-def _pairs_conditional(sep: tuple[int, ...], x: int, noisy: dict, one_way: list[np.ndarray],
-                       sizes: tuple[int, ...], total: float) -> np.ndarray:
-    """P(x | u, v) ∝ P(x | u)·P(x | v) / P(x) from the measured pairs {x,u}, {x,v} (a naive-Bayes
-    start for the estimation, which then fits the clique to all measurements)."""
-    conds, pxs = [], []
-    for u in sep:
-        key = tuple(sorted((x, u)))
-        y, m = noisy[key]
-        t = project_simplex(y, total)
-        if key[0] == x:
-            t = t.T
-        c = _conditional(t, one_way[x], math.sqrt(m.variance))
-        conds.append(c)
-        # P(x) as implied by this pair's own table, so that the ratio below stays bounded.
-        pu = t.sum(axis=1)
-        pxs.append((pu / max(pu.sum(), 1e-300)) @ c)
-    px = np.maximum(np.sqrt(pxs[0] * pxs[1]), 1e-12)
-    c = conds[0][:, None, :] * conds[1][None, :, :] / px
-    rs = c.sum(axis=-1, keepdims=True)
-    c = np.where(rs > 0, c / np.where(rs > 0, rs, 1.0), one_way[x])
-    return c.reshape(sizes[sep[0]] * sizes[sep[1]], sizes[x])
-
-
-def _conditional(t: np.ndarray, prior: np.ndarray, noise_std: float) -> np.ndarray:
-    """P(x | parents) from a table with axes (parents…, x), shrunk hierarchically (post-processing).
-
-    Each parent configuration gets ``SHRINK_NOISE_UNITS · noise_std · cells(x)`` pseudo-rows
-    drawn from the prior: with two parents the prior is the mean of the one-parent
-    conditionals (themselves read from the same table, summed over the other parent, and
-    shrunk toward ``P(x)``); with one parent it is ``P(x)``. Where a parent cell holds many
-    rows the table dominates; where it holds about the noise level the prior does.
-    """
-    k = t.shape[-1]
-    if t.ndim == 3:
-        priors = []
-        for axis in (0, 1):
-            t2 = t.sum(axis=1 - axis)
-            c2 = _conditional(t2, prior, noise_std * math.sqrt(t.shape[1 - axis]))
-            priors.append(np.expand_dims(c2, 1 - axis))
-        base = 0.5 * (priors[0] + priors[1])
-    else:
-        base = np.broadcast_to(prior, t.shape)
-    pseudo = SHRINK_NOISE_UNITS * noise_std * k
-    if pseudo <= 0:
-        pseudo = 1e-12
-    return (t + pseudo * base) / (t.sum(axis=-1, keepdims=True) + pseudo)
-
-
-# --------------------------------------------------------------------------------------------
-# Private-PGM-lite: exact inference on the junction tree + mirror descent (post-processing)
-# --------------------------------------------------------------------------------------------
-
-
-class _JunctionTree:
-    """Cliques (sorted column tuples) in an order where each clique's parent comes earlier."""
-
-    def __init__(self, sizes: tuple[int, ...], cliques: list[tuple[int, ...]]) -> None:
-        self.sizes = sizes
-        self.cliques = cliques
-        self.parent: list[int] = []
-        for i, cl in enumerate(cliques):
-            p = -1
-            if i:
-                best = 0
-                for j in range(i):
-                    k = len(set(cl) & set(cliques[j]))
-                    if k > best:
-                        best, p = k, j
-            self.parent.append(p)
-        self.children: list[list[int]] = [[] for _ in cliques]
-        for i, p in enumerate(self.parent):
-            if p >= 0:
-                self.children[p].append(i)
-        self.shapes = [tuple(sizes[c] for c in cl) for cl in cliques]
-
-    def _msg(self, belief: np.ndarray, src: int, dst: int) -> np.ndarray:
-        """Log-sum-exp of ``belief`` (on clique src) onto the separator, shaped to broadcast on dst."""
-        a, b = self.cliques[src], self.cliques[dst]
-        drop = tuple(i for i, c in enumerate(a) if c not in b)
-        m = _logsumexp(belief, drop)
-        return m.reshape([self.sizes[c] if c in a else 1 for c in b])
-
-    def beliefs(self, theta: list[np.ndarray]) -> list[np.ndarray]:
-        """Calibrated log-beliefs (unnormalised log-marginals) of every clique: two passes."""
-        n = len(self.cliques)
-        up = [t.copy() for t in theta]
-        to_parent: list[np.ndarray | None] = [None] * n
-        for i in reversed(range(n)):
-            p = self.parent[i]
-            if p >= 0:
-                to_parent[i] = self._msg(up[i], i, p)
-                up[p] = up[p] + to_parent[i]
-        full = [np.empty(0)] * n
-        for i in range(n):
-            p = self.parent[i]
-            if p < 0:
-                full[i] = up[i]
-            else:
-                full[i] = up[i] + self._msg(full[p] - to_parent[i], p, i)
-        return full
-
-    def marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
-        out = []
-        for b in self.beliefs(theta):
-            e = np.exp(b - b.max())
-            out.append(e * (total / e.sum()))
-        return out
-
-
-def _logsumexp(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    if not axes:
-        return a
-    m = a.max(axis=axes, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    return (np.log(np.exp(a - m).sum(axis=axes, keepdims=True)) + m).squeeze(axis=axes)
-
-
-def _mirror_descent(tree: _JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
-                    total: float, iters: int) -> list[np.ndarray]:
-    """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total (McKenna et al.
-    2019, Private-PGM, entropic mirror descent with backtracking). ``obs`` holds (clique index,
-    axes of the clique to keep, noisy counts, noise variance)."""
-
-    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
-        loss = 0.0
-        grads = [np.zeros_like(m) for m in mu]
-        for ci, keep, y, var in obs:
-            drop = tuple(i for i in range(mu[ci].ndim) if i not in keep)
-            r = (mu[ci].sum(axis=drop) if drop else mu[ci]) - y
-            loss += float((r * r).sum()) / var
-            g = (2.0 / var) * r
-            grads[ci] = grads[ci] + (np.expand_dims(g, drop) if drop else g)
-        return loss, grads
-
-    mu = tree.marginals(theta, total)
-    loss, grads = loss_grad(mu)
-    # A first step that moves log-potentials by about 1 where the gradient is largest.
-    gmax = max(float(np.abs(g).max()) for g in grads) or 1.0
-    eta = 1.0 / gmax
-    for _ in range(iters):
-        new_theta = [t - eta * g for t, g in zip(theta, grads, strict=True)]
-        new_mu = tree.marginals(new_theta, total)
-        new_loss, new_grads = loss_grad(new_mu)
-        if new_loss <= loss:
-            theta, mu, loss, grads = new_theta, new_mu, new_loss, new_grads
-            eta *= 1.25
-        else:
-            eta *= 0.5
-    return theta
-
-
-def _refine(sizes: tuple[int, ...], steps: list[Step], measurements: list, mechs: list[_Mech],
-            cliques: list[tuple[int, ...]], n_hat: float, iters: int) -> list[Step]:
-    """Fit the junction-tree model to *all* measurements (one-ways included) by mirror descent,
-    starting from the Bayesian network ``steps``; returns the refined network (post-processing)."""
-    if not cliques or iters <= 0:
-        return steps
-    total = max(n_hat, 1.0)
-    tree = _JunctionTree(sizes, cliques)
-    by_cols = {s.new + s.parents: s for s in steps}
-    theta = []
-    for cl in cliques:
-        step = next(s for s in steps if set(s.new) | set(s.parents) == set(cl))
-        cols = list(step.parents) + list(step.new)
-        t = np.log(np.maximum(step.cpt, 1e-300)).reshape([sizes[c] for c in cols])
-        theta.append(np.transpose(t, [cols.index(c) for c in cl]))
-    del by_cols
-    obs = []
-    for (cols, y), m in zip(measurements, mechs, strict=True):
-        ci = next(i for i, cl in enumerate(cliques) if set(cols) <= set(cl))
-        keep = tuple(cliques[ci].index(c) for c in cols)
-        if keep != tuple(sorted(keep)):
-            order = np.argsort(keep)
-            y = np.transpose(y, order)
-            keep = tuple(sorted(keep))
-        obs.append((ci, keep, y.astype(np.float64), m.variance))
-    theta = _mirror_descent(tree, theta, obs, total, iters)
-    mu = tree.marginals(theta, 1.0)
-    if not all(np.all(np.isfinite(m)) for m in mu):
-        return steps
-    out: list[Step] = []
-    for i, cl in enumerate(cliques):
-        p = tree.parent[i]
-        if p < 0:
-            out.append(Step(new=cl, parents=(), cpt=(mu[i] / max(mu[i].sum(), 1e-300)).reshape(1, -1)))
-            continue
-        sep = tuple(c for c in cl if c in cliques[p])
-        new = tuple(c for c in cl if c not in sep)
-        order = [cl.index(c) for c in sep] + [cl.index(c) for c in new]
-        t = np.transpose(mu[i], order).reshape(math.prod(sizes[c] for c in sep), -1)
-        rs = t.sum(axis=1, keepdims=True)
-        # A separator cell whose probability underflowed is never sampled; give it a valid row anyway.
-        out.append(Step(new=new, parents=sep, cpt=np.where(rs > 0, t / np.where(rs > 0, rs, 1.0), 1.0 / t.shape[1])))
-    return out
