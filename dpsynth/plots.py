@@ -144,8 +144,10 @@ def tradeoff_figure(curves: pd.DataFrame, column: str) -> go.Figure:
                     mode="lines+markers", row=1, col=1)
     fig.add_scatter(x=curves["epsilon"], y=curves["mean_tvd_1way"], name="noisy histogram marginals (TVD)",
                     mode="lines+markers", row=1, col=2)
-    fig.update_xaxes(type="log", title_text="ε (log scale)")
-    fig.update_yaxes(type="log", title_text="RMSE (log scale)", row=1, col=1)
+    # label only the ε values tried and powers of ten: plotly's default log ticks print 0.5 as "5"
+    fig.update_xaxes(type="log", title_text="ε (log scale)", tickvals=list(curves["epsilon"]),
+                     ticktext=[f"{e:g}" for e in curves["epsilon"]])
+    fig.update_yaxes(type="log", dtick=1, title_text="RMSE (log scale)", row=1, col=1)
     fig.update_yaxes(title_text="TVD", row=1, col=2)
     fig.update_layout(height=420, legend={"orientation": "h", "y": -0.3})
     return fig

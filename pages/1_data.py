@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dpsynth.datasets import SAMPLES, sample_path
-from dpsynth.drafting import infer_kind
 from dpsynth.errors import DPSynthError
 from dpsynth.io import read_table
 from dpsynth.schema import load_schema
@@ -74,12 +73,11 @@ def main() -> None:
                    " (bounds and categories from the UCI documentation, not from the data).")
     st.markdown("#### Preview (first 100 rows — only you see this)")
     st.dataframe(df.head(100), height=280, key="data_preview")
-    if "data_kinds" not in state.analyses or state.analyses.get("data_kinds_for") != state.dataset_id:
-        state.analyses["data_kinds"] = {str(c): infer_kind(df[c]) for c in df.columns}
-        state.analyses["data_kinds_for"] = state.dataset_id
-    kinds = state.analyses["data_kinds"]
-    st.markdown("#### Column types (guessed; change them on the Schema page)")
-    st.write(", ".join(f"**{c}**: {k}" for c, k in kinds.items()))
+    table = state.schema_table
+    st.markdown("#### Column types (" + ("from the sample's public schema" if state.sample else "guessed from the data")
+                + "; change them on the Schema page)")
+    st.write(", ".join(f"**{c}**: {k if inc else 'left out'}"
+                       for c, k, inc in zip(table["column"], table["type"], table["include"], strict=True)))
     if state.left_out:
         st.warning("Left out of the schema for now (too many distinct values or empty): " + ", ".join(state.left_out))
     st.page_link("pages/2_schema.py", label="Next: describe the columns (Schema) →", icon=":material/table_chart:")

@@ -15,14 +15,23 @@ EYES_ONLY = (":material/lock: **For your eyes only — not part of the release.*
              " publish them: they can reveal what the noise hides.")
 
 
+def counts(state: AppState, columns: list[str]) -> tuple:
+    """Real, released and synthetic counts on ``columns``, computed once per release and kept in the session."""
+    key = ("counts", tuple(columns))
+    if key not in state.analyses:
+        rel = state.release
+        state.analyses[key] = (plots.table_marginal(state.data, rel.schema, columns), plots.released_marginal(rel, columns),
+                               plots.table_marginal(rel.synthetic, rel.schema, columns))
+    return state.analyses[key]
+
+
 def marginals_section(state: AppState) -> None:
     rel = state.release
     st.subheader("One column at a time")
     col = st.selectbox("Column", rel.schema.names, key="util_column")
     c = rel.schema.column(col)
-    series = {plots.REAL: plots.table_marginal(state.data, rel.schema, [col]),
-              plots.NOISY: plots.released_marginal(rel, [col]),
-              plots.SYNTH: plots.table_marginal(rel.synthetic, rel.schema, [col])}
+    real, noisy, synth = counts(state, [col])
+    series = {plots.REAL: real, plots.NOISY: noisy, plots.SYNTH: synth}
     st.plotly_chart(plots.marginal_figure(c.labels(), series, col), key="util_marginal_fig")
 
 
@@ -35,9 +44,8 @@ def pair_section(state: AppState) -> None:
     c1, c2 = st.columns(2)
     x = c1.selectbox("First column", names, index=0, key="util_pair_x")
     y = c2.selectbox("Second column", [n for n in names if n != x], index=0, key="util_pair_y")
-    tables = {"real (only you)": plots.table_marginal(state.data, rel.schema, [x, y]),
-              "released noisy counts": plots.released_marginal(rel, [x, y]),
-              "synthetic": plots.table_marginal(rel.synthetic, rel.schema, [x, y])}
+    real, noisy, synth = counts(state, [x, y])
+    tables = {"real (only you)": real, "released noisy counts": noisy, "synthetic": synth}
     st.plotly_chart(plots.heatmap_pair_figure(rel.schema.column(x).labels(), rel.schema.column(y).labels(), tables, x, y),
                     key="util_pair_fig")
 
