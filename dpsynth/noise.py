@@ -51,6 +51,8 @@ _MAX_GAUSSIAN_SIGMA2 = 1 << 80
 # Per-element factor bound in the Gaussian acceptance (keeps j1*j2 well inside int64).
 _J_MAX = 1 << 30
 _DEFAULT_MAX_DENOMINATOR = 1 << 20
+# Candidates per rejection round: small enough for the working arrays to stay in cache.
+_BATCH = 1 << 17
 
 
 # --------------------------------------------------------------------------- random source
@@ -182,8 +184,11 @@ def _below(high: int | np.ndarray, size: int, rng: np.random.Generator) -> np.nd
             return rng.integers(0, high.astype(np.int64), dtype=np.int64)
         highs = high
     else:
+        if high <= 256:
+            return _uniform_byte(high, size, rng)
         if high <= _I62:
-            return rng.integers(0, high, size, dtype=np.int64)
+            # The narrowest dtype wastes the fewest random bits (the cipher is the bottleneck).
+            return rng.integers(0, high, size, dtype=_narrowest(high))
         highs = np.full(size, high, dtype=object)
     if size == 0:
         return np.zeros(0, dtype=object)
@@ -203,27 +208,96 @@ def _below(high: int | np.ndarray, size: int, rng: np.random.Generator) -> np.nd
     return out
 
 
+def _narrowest(high: int) -> type[np.integer]:
+    """The smallest unsigned dtype holding every value below ``high`` (numpy draws it with fewer bits)."""
+    if high <= 1 << 8:
+        return np.uint8
+    if high <= 1 << 16:
+        return np.uint16
+    if high <= 1 << 32:
+        return np.uint32
+    return np.int64
+
+
+def _bytes(size: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform bytes (the full uint8 range needs no rejection: the cheapest draw numpy offers)."""
+    return rng.integers(0, 256, size, dtype=np.uint8)
+
+
+def _uniform_byte(high: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform uint8 in [0, high), high ≤ 256: a byte below the largest multiple of high, mod high.
+
+    Bytes at or above that multiple are redrawn (rejection), so every residue is equally likely.
+    """
+    b = _bytes(size, rng)
+    if high & (high - 1) == 0:
+        return b & np.uint8(high - 1)
+    limit = 256 - 256 % high
+    bad = np.flatnonzero(b >= limit)
+    while bad.size:
+        b[bad] = _bytes(bad.size, rng)
+        bad = bad[b[bad] >= limit]
+    return b % np.uint8(high)
+
+
+# K of CKS20 Alg. 1 with γ = 1 (the first k with A_k = 0, A_k ~ Bernoulli(1/k)) has P(K > k) = 1/k!.
+# With W uniform on [0, 5!), "K > k  iff  W < 5!/k!" gives K exactly whenever K ≤ 5 (W ≥ 1). W comes
+# from one byte b < 240 as b mod 120. Table codes: 0/1 = [K is odd], 2 = byte rejected (redraw),
+# 3 = K > 5 (the K-loop continues from k = 6).
+_K_INV = 5
+_K_INV_FACT = math.factorial(_K_INV)
+
+
+def _k_code(b: int) -> int:
+    if b >= 2 * _K_INV_FACT:
+        return 2
+    w = b % _K_INV_FACT
+    if w == 0:
+        return 3
+    k = 1 + sum(w < _K_INV_FACT // math.factorial(j) for j in range(1, _K_INV + 1))
+    return k & 1
+
+
+_E1_CODES = np.array([_k_code(b) for b in range(256)], dtype=np.uint8)
+
+
 def _bern_exp1(size: int, rng: np.random.Generator) -> np.ndarray:
-    """Bernoulli(exp(−1)) (CKS20 Alg. 1 with γ = 1): A_k ~ Bernoulli(1/k) until one is 0; 1 iff k odd."""
-    out = np.zeros(size, dtype=bool)
-    idx = np.arange(size)
-    k = 2  # A_1 ~ Bernoulli(1) always continues
+    """Bernoulli(exp(−1)) (CKS20 Alg. 1 with γ = 1): 1 iff K is odd, K the first k with A_k = 0.
+
+    K ≤ 5 is read off one uniform W ∈ [0, 5!) by inversion of its exact tail P(K > k) = 1/k!
+    (the thresholds 5!/k! are integers); the rare K > 5 continue with A_k ~ Bernoulli(1/k).
+    """
+    code = np.take(_E1_CODES, _bytes(size, rng))
+    out = code == 1
+    rare = np.flatnonzero(code >= 2)
+    bad = rare[code[rare] == 2]
+    while bad.size:  # rejected bytes: redraw
+        code[bad] = np.take(_E1_CODES, _bytes(bad.size, rng))
+        out[bad] = code[bad] == 1
+        bad = bad[code[bad] == 2]
+    idx = rare[code[rare] == 3]  # K > 5
+    k = _K_INV + 1
     while idx.size:
-        stop = rng.integers(0, k, idx.size) != 0
+        cont = _below(k, idx.size, rng) == 0
         if k & 1:
-            out[idx[stop]] = True
-        idx = idx[~stop]
+            out[idx[~cont]] = True
+        idx = idx[cont]
         k += 1
     return out
 
 
 def _geometric_e1(size: int, rng: np.random.Generator) -> np.ndarray:
-    """V with P(V ≥ v) = exp(−v): the number of Bernoulli(exp(−1)) successes before a failure."""
-    v = np.zeros(size, dtype=np.int64)
-    idx = np.arange(size)
+    """V (int32) with P(V ≥ v) = exp(−v): the number of Bernoulli(exp(−1)) successes before a failure."""
+    first = _bern_exp1(size, rng)
+    v = first.astype(np.int32)
+    idx = np.flatnonzero(first)
+    rounds = 1
     while idx.size:
         idx = idx[_bern_exp1(idx.size, rng)]
         v[idx] += 1
+        rounds += 1
+        if rounds >= 1 << 31:  # V ≤ rounds; P(V ≥ 2^31) = exp(−2^31), but int32 must not wrap silently
+            raise OverflowError("geometric run too long for int32")
     return v
 
 
@@ -233,9 +307,10 @@ def _bern_exp_fraction(num: np.ndarray, den: int, rng: np.random.Generator) -> n
     A_k ~ Bernoulli(γ/k) for k = 1, 2, ... until one is 0; the result is 1 iff that k is odd.
     Bernoulli(γ/k) is one uniform draw in [0, den·k) compared with num.
     """
-    out = np.zeros(num.size, dtype=bool)
-    idx = np.arange(num.size)
-    k = 1
+    cont = np.asarray(_below(den, num.size, rng) < num, dtype=bool)
+    out = ~cont  # stopped at k = 1 (odd)
+    idx = np.flatnonzero(cont)
+    k = 2
     while idx.size:
         cont = np.asarray(_below(den * k, idx.size, rng) < num[idx], dtype=bool)
         if k & 1:
@@ -312,19 +387,34 @@ def _bern_exp_ratios(
 
 
 def _laplace_batch(t: int, s: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """Accepted draws of Lap_Z(t/s) from ``count`` candidates (CKS20 Alg. 2, one rejection round)."""
+    """Accepted draws of Lap_Z(t/s) from ``count`` candidates (CKS20 Alg. 2, one rejection round).
+
+    Returned as int32 when every value provably fits, else int64.
+    """
     big = t > _LAP_INT64_MAX or s > _LAP_INT64_MAX
-    u = _below(t, count, rng) if t > 1 else np.zeros(count, dtype=np.int64)
     if t > 1:
+        u = _below(t, count, rng)
         u = u[_bern_exp_fraction(u, t, rng)]
-    v = _geometric_e1(u.size, rng)
-    negative = rng.integers(0, 2, u.size).astype(bool)
-    if not big and (v.size == 0 or t * (int(v.max()) + 1) <= _I62):
-        y = (u + t * v) // s
+        size = u.size
+    else:
+        size = count  # U = 0 and exp(−U/t) = 1: nothing to reject
+    v = _geometric_e1(size, rng)
+    negative = rng.integers(0, 2, size, dtype=bool)
+    bound = t * (int(v.max()) + 1) if size else t  # > U + t·V for every element
+    if not big and bound <= 1 << 31:
+        y = v if t == 1 else u.astype(np.int32) + np.int32(t) * v
+    elif not big and bound <= _I62:
+        y = v.astype(np.int64) if t == 1 else u.astype(np.int64) + t * v.astype(np.int64)
     else:  # huge parameters, or an astronomically long geometric run: exact Python integers
-        y = ((u.astype(object) + t * v.astype(object)) // s).astype(np.int64)
-    keep = ~(negative & (y == 0))  # reject "−0" so that 0 is not counted twice
-    return np.where(negative, -y, y)[keep]
+        uo = np.zeros(size, dtype=object) if t == 1 else u.astype(object)
+        y = ((uo + t * v.astype(object)) // s).astype(np.int64)
+        s = 1
+    if s > 1:
+        y //= s
+    keep = (y != 0) | ~negative  # reject "−0", so that 0 is not counted twice
+    y, negative = y[keep], negative[keep]
+    np.negative(y, out=y, where=negative)
+    return y
 
 
 def discrete_laplace(scale: Fraction | float, size: int | tuple[int, ...], *, rng: np.random.Generator) -> np.ndarray:
@@ -354,7 +444,7 @@ def _fill(total: int, batch, num: int, den: int) -> np.ndarray:
     filled = 0
     while filled < total:
         need = total - filled
-        tried = need * num // den + 64
+        tried = min(need * num // den + 64, _BATCH)
         got = batch(tried)
         take = min(got.size, need)
         out[filled : filled + take] = got[:take]
@@ -375,7 +465,7 @@ def _gaussian_batch(n: int, d: int, count: int, rng: np.random.Generator) -> np.
     two ratios of numbers that stay near the size of n, never the 4th power of σ.
     """
     t = math.isqrt(n // d) + 1
-    y = _laplace_batch(t, 1, count, rng)
+    y = _laplace_batch(t, 1, count, rng).astype(np.int64, copy=False)
     ay = np.abs(y)
     dt, d2 = d * t, 2 * d * t * t
     accept = np.zeros(y.size, dtype=bool)
