@@ -123,19 +123,34 @@ def run_dataset(name: str, csv: Path, schema_path: Path, epsilons: list[float], 
             a, b = work.tvd(synth)
             tv2.append(a)
             tv3.append(b)
-        row("dpsynth marginals (2-tree)", eps, tv2, tv3, secs)
+        row("dpsynth marginals", eps, tv2, tv3, secs)
 
 
-def print_peers(path: Path) -> None:
-    """Peers measured by benchmarks/peers (if that run left a results file)."""
-    files = sorted(path.glob("*.json")) if path.is_dir() else []
-    for f in files:
+def print_peers(path: Path, datasets: set[str]) -> None:
+    """Peers measured by benchmarks/peers/run_peers.py (a JSON-lines file), averaged per setting.
+
+    They run in their own virtual environments and processes, so their seconds are not measured
+    alongside ours; compare them with care (the machine is shared).
+    """
+    if not path.is_file():
+        return
+    rows: dict[tuple, list[dict]] = {}
+    for line in path.read_text().splitlines():
         try:
-            data = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
+            r = json.loads(line)
+        except json.JSONDecodeError:
             continue
-        print(f"\n-- peer results from {f.relative_to(ROOT)} (measured separately) --")
-        print(json.dumps(data, indent=1)[:4000])
+        if r.get("dataset") in datasets and "tvd2" in r:
+            rows.setdefault((r["dataset"], r.get("peer"), r.get("version"), r.get("epsilon")), []).append(r)
+    if not rows:
+        return
+    print(f"\n-- peers from {path.relative_to(ROOT)} (separate runs) --")
+    print(f"{'dataset':<8} {'peer':<28} {'eps':>5} {'2-way TVD':>10} {'3-way TVD':>10} {'seconds':>9} {'runs':>5}")
+    for (ds, peer, ver, eps), rs in sorted(rows.items(), key=lambda kv: str(kv[0])):
+        name = f"{peer} ({ver})"[:28]
+        secs = np.mean([r.get("seconds", np.nan) for r in rs])
+        print(f"{ds:<8} {name:<28} {eps!s:>5} {np.mean([r['tvd2'] for r in rs]):10.4f}"
+              f" {np.mean([r['tvd3'] for r in rs]):10.4f} {secs:9.1f} {len(rs):5d}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.only in (None, "titanic"):
         run_dataset("titanic", data / "titanic.csv", ROOT / "benchmarks" / "titanic_schema.json", args.eps,
                     args.seeds, args.delta, results)
-    print_peers(ROOT / "benchmarks" / "peers" / "results")
+    print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl",
+                {"adult", "titanic"} if args.only is None else {args.only})
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -99,6 +99,8 @@ ROUNDS_PER_COLUMN = 3.0
 MAX_CLIQUE_COLS = 5
 # Offer three-way measurements when a column joins (besides pairs).
 TRIPLES = False
+# Offer "join alone" (no pair measured) for each column not yet in the model.
+ALONE = True
 # Mirror-descent iterations after each round (warm-started) and at the end.
 ROUND_ITERS = 12
 
@@ -488,6 +490,9 @@ def fit_marginal_model(
         cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
         scores = np.empty(len(cands))
         for i, cand in enumerate(cands):
+            if cand.kind == "alone":
+                scores[i] = 0.0
+                continue
             w = math.prod(sizes[c] for c in cand.measure) ** ALLOC_POWER
             b = _allocate(meas_left, rounds_left, w, round_weights)
             cells = math.prod(sizes[c] for c in cand.measure)
@@ -501,6 +506,9 @@ def fit_marginal_model(
             sel_eps_used.append(sel_eps)
             sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
             cand = cands[_select(scores, plan.l1, sel_eps, rng)]
+        if cand.kind == "alone":
+            model.apply(cand, np.zeros(0), 1.0)  # nothing measured; the budget stays for later rounds
+            continue
         weight = math.prod(sizes[c] for c in cand.measure) ** ALLOC_POWER
         round_meas = _allocate(meas_left, rounds_left, weight, round_weights)
         round_weights.append(weight)
@@ -513,6 +521,9 @@ def fit_marginal_model(
         mechs.append(mech)
         model.apply(cand, y, mech.variance)
         model.fit(ROUND_ITERS)
+    for x in range(d):
+        if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
+            model.apply(_Candidate("alone", (), new=x), np.zeros(0), 1.0)
     if d > 1:
         stages.append(_stage(
             "selection", plan, sel_spent,
@@ -555,7 +566,7 @@ def fit_marginal_model(
 class _Candidate:
     """One option of a round: measure ``measure``; ``kind`` says how the model changes."""
 
-    kind: str  # "root", "attach", "grow" or "again"
+    kind: str  # "alone", "root", "attach", "grow" or "again"
     measure: tuple[int, ...]
     new: int = -1  # the column that joins (attach) or whose clique grows (grow)
     clique: int = -1  # attach: the parent clique; grow: the clique that grows
@@ -597,9 +608,13 @@ class _Model:
     def candidates(self, must_attach: bool) -> list[_Candidate]:
         d = len(self.sizes)
         out: list[_Candidate] = []
-        if not self.cliques:
-            return [_Candidate("root", (u, v)) for u, v in combinations(range(d), 2)]
         att = self.attached
+        if ALONE:
+            # A column may join on its own (its one-way only): the right call when no pair is
+            # worth its noise. Score 0: no gain, no noise.
+            out.extend(_Candidate("alone", (), new=x) for x in range(d) if x not in att)
+        if not self.cliques:
+            return out + [_Candidate("root", (u, v)) for u, v in combinations(range(d), 2)]
         for x in range(d):
             if x in att:
                 continue
@@ -631,8 +646,14 @@ class _Model:
 
     def apply(self, cand: _Candidate, y: np.ndarray, variance: float) -> None:
         """Record the measurement and change the structure (the distribution is unchanged)."""
-        self.obs.append((cand.measure, y.astype(np.float64), variance))
-        if cand.kind == "root":
+        if cand.measure:
+            self.obs.append((cand.measure, y.astype(np.float64), variance))
+        if cand.kind == "alone":
+            self.cliques.append((cand.new,))
+            self.parent.append(-1)
+            self.new.append(-1)
+            self.theta.append(self._independent((cand.new,)))
+        elif cand.kind == "root":
             self.cliques.append(cand.measure)
             self.parent.append(-1)
             self.new.append(-1)
