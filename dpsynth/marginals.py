@@ -488,6 +488,8 @@ def fit_marginal_model(
         report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
         round_sel = sel_left / rounds_left
         cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
+        if not cands:  # nothing left to measure within the size caps; the rest stays unspent
+            break
         scores = np.empty(len(cands))
         for i, cand in enumerate(cands):
             if cand.kind == "alone":
@@ -614,11 +616,14 @@ class _Model:
             # worth its noise. Score 0: no gain, no noise.
             out.extend(_Candidate("alone", (), new=x) for x in range(d) if x not in att)
         if not self.cliques:
-            return out + [_Candidate("root", (u, v)) for u, v in combinations(range(d), 2)]
+            return out + [_Candidate("root", (u, v)) for u, v in combinations(range(d), 2)
+                          if self._cells((u, v)) <= MAX_CLIQUE_CELLS]
         for x in range(d):
             if x in att:
                 continue
             for u in sorted(att):
+                if self._cells((x, u)) > MAX_CLIQUE_CELLS:
+                    continue
                 home = max((i for i, cl in enumerate(self.cliques) if u in cl), key=lambda i: len(self.cliques[i]))
                 out.append(_Candidate("attach", tuple(sorted((x, u))), new=x, clique=home))
             if TRIPLES:
