@@ -56,6 +56,7 @@ class Release:
     noisy_counts: np.ndarray | None = None
     model: Any = None
     report: EncodingReport = field(default_factory=EncodingReport)
+    sparse: Any = None  # dpsynth.sparse.SparseNoisyHistogram for huge domains (release_from_source)
 
     @property
     def marginals(self) -> list[pd.DataFrame]:
@@ -184,6 +185,10 @@ def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: i
 
 def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic rows from a release's noisy histogram or model (post-processing)."""
+    if rel.sparse is not None:
+        from dpsynth.sparse import synthesize_sparse
+
+        return synthesize_sparse(rel.sparse, rel.schema, rows, rng=rng)
     if rel.noisy_counts is not None:
         return synthesize(rel.noisy_counts, rel.schema, rows, rng=rng)
     if rel.model is not None:
@@ -297,3 +302,163 @@ def card_summary_line(card: dict[str, Any]) -> str:
 
 
 _ = math
+
+
+# ---- counting on an engine (DuckDB/Spark) straight from a file: dpsynth.engines, dpsynth.sparse ----
+
+
+def release_from_source(
+    source: Any,
+    schema: Schema,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    engine: str = "duckdb",
+    engine_options: dict[str, Any] | None = None,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    mechanism: str = "auto",
+    rows: int | None = None,
+    rng: np.random.Generator | None = None,
+    seed: int | None = None,
+    ledger: Ledger | None = None,
+    dataset_id: str | None = None,
+    dataset_label: str = "",
+    budget: PrivacyBudget | None = None,
+    expected_rows: int | None = None,
+    purpose: str = "synthetic data release",
+    created: str | None = None,
+    progress: Progress | None = None,
+    synthetic_path: str | Any = None,
+    threshold: int = 1,
+    sparse_method: str = "auto",
+) -> Release:
+    """Release a noisy full histogram and synthetic rows, counting where the data is (no pandas load).
+
+    Guarantee: as :func:`release` with ``method='histogram'`` and one row per person — every
+    cell of the domain gets exact discrete noise; (ε, δ)-DP under the relation. Counting runs on
+    ``engine`` (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from ``source`` (a
+    CSV/Parquet path, or a table native to the engine); only the counts come back. A domain
+    larger than :data:`MAX_DENSE_CELLS` takes the sparse exact path (:mod:`dpsynth.sparse`):
+    the same released law, memory growing with occupied cells. ``threshold`` τ ≥ 1 reports cells
+    whose noisy count is below τ as 0 (post-processing) before sampling.
+
+    With ``synthetic_path`` the synthetic rows are streamed to that CSV in chunks
+    (:func:`dpsynth.engines.output.write_synthetic_csv`) and ``Release.synthetic`` holds only the
+    columns. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
+    :func:`dataset_fingerprint`), computed while the engine counts.
+    """
+    from dpsynth.engines import get_engine
+    from dpsynth.engines.output import write_synthetic_csv
+    from dpsynth.sparse import noise_sparse, sample_cells_sparse, sparse_histogram_frame
+    from dpsynth.synthesis import cell_probabilities, sample_cells
+
+    report_progress = progress or (lambda _f, _m: None)
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    if rows is not None and (int(rows) != rows or rows < 0):
+        raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
+    if int(threshold) != threshold or threshold < 1:
+        raise InputError(f"The release threshold must be a whole number ≥ 1, got {threshold!r}.")
+    if rng is not None and seed is not None:
+        raise InputError("Pass either a generator or a seed, not both.")
+    if rng is None:
+        rng = noise.seeded_rng(seed) if seed is not None else noise.secure_rng()
+    secure = noise.is_secure(rng)
+    mech = calibrate(eps, dlt, rel, 1, kind=mechanism)
+    counter = get_engine(engine, **(engine_options or {}))
+    if schema.n_cells > MAX_DENSE_CELLS:
+        from dpsynth.engines import check_indexable
+        from dpsynth.sparse import check_feasible
+
+        check_feasible(check_indexable(schema), mech, threshold, sparse_method)  # before any data is read
+
+    ident: dict[str, str] = {}
+    hasher = None
+    if ledger is not None and dataset_id is None:
+        import threading
+
+        hasher = threading.Thread(target=lambda: ident.update(id=_source_id(source)), daemon=True)
+        hasher.start()
+    report_progress(0.02, f"Counting rows into cells ({counter.name})")
+    counts = counter.count(source, schema, progress=lambda f, msg: report_progress(0.02 + 0.5 * f, msg))
+    if ledger is not None:
+        if hasher is not None:
+            hasher.join()
+        ds = dataset_id or ident.get("id")
+        if not ds:
+            raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
+        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
+        report_progress(0.55, "Recording the spend in the privacy ledger")
+        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"histogram: {mech.describe()['mechanism']}", purpose=purpose)
+
+    unit = {"unit": "record", "description": "one row of the table"}
+    card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
+    card["method"] = {"name": "histogram", "why": f"counted on the {counter.name} engine"}
+    card["engine"] = counter.name
+    n_cells = schema.n_cells
+    q = mech.tail(threshold) / 2.0  # P(Z ≥ τ) by symmetry of the noise: public
+    hint = expected_rows if expected_rows else 10_000
+    if n_cells * q > 0.25 * hint:
+        card["warnings"].append(
+            f"Mostly noise: about {n_cells * q:,.0f} of the {n_cells:,} cells will show a count of at least"
+            f" {threshold} from noise alone, against about {hint:,} rows of data. Use fewer cells, a larger ε,"
+            " or a higher threshold."
+        )
+    report_progress(0.6, "Adding noise to every cell")
+    noisy_counts = None
+    sp = None
+    if not counts.is_sparse:
+        noisy = mech(counts.dense, rng=rng)
+        m = noisy_total(noisy) if rows is None else int(rows)
+        kept = noisy if threshold == 1 else np.where(noisy >= threshold, noisy, 0)
+        cells = sample_cells(cell_probabilities(kept), m, rng=rng)
+        hist = histogram_frame(noisy, schema)
+        noisy_counts = noisy
+    else:
+        occ, cnt = counts.occupied()
+        sp = noise_sparse(occ, cnt, n_cells, mech, rng=rng, threshold=threshold, method=sparse_method)  # type: ignore[arg-type]
+        # the unclamped total's noise grows like √cells; on a huge domain the released (listed) counts' sum is the usable size
+        m = int(sp.values.sum()) if rows is None else int(rows)
+        cells = sample_cells_sparse(sp, m, rng=rng)
+        hist = sparse_histogram_frame(sp, schema)
+        card["sparse"] = sp.describe()
+    report_progress(0.7, "Sampling synthetic rows")
+    if synthetic_path is not None:
+        write_synthetic_csv(cells, schema, synthetic_path, rng=rng,
+                            progress=lambda f, msg: report_progress(0.7 + 0.3 * f, msg))
+        synthetic = pd.DataFrame({c.name: pd.Series(dtype="object") for c in schema.columns})
+    else:
+        from dpsynth.binning import decode
+
+        codes = np.stack(np.unravel_index(cells, schema.sizes), axis=1) if m else np.zeros((0, len(schema.columns)), dtype=np.int64)
+        synthetic = decode(codes, schema, rng=rng)
+    card["mechanism"] = mech.describe()
+    card["post_processing"] = _post_processing(rows, m)
+    if sp is not None and rows is None:
+        card["post_processing"]["synthetic_rows_source"] = "the sum of the released (listed) counts"
+    if threshold > 1:
+        card["post_processing"]["steps"].insert(1, f"noisy counts below {threshold} set to 0")
+    card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"]
+    report_progress(1.0, "Done")
+    return Release(synthetic=synthetic, card=card, schema=schema, histogram=hist, noisy_counts=noisy_counts,
+                   report=counts.report, sparse=sp)
+
+
+def _source_id(source: Any) -> str | None:
+    """Ledger id of a source: SHA-256 of a file's bytes (files of a directory in name order), or the
+    content fingerprint of a pandas DataFrame; ``None`` for other engine-native tables."""
+    import hashlib
+    from pathlib import Path
+
+    if isinstance(source, pd.DataFrame):
+        return dataset_fingerprint(source)
+    if not isinstance(source, str | Path):
+        return None
+    p = Path(source)
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 24):
+                h.update(block)
+    return "sha256:" + h.hexdigest()

@@ -55,6 +55,9 @@ from dpsynth.synthesis import MAX_SYNTHETIC_ROWS
 
 SparseMethod = Literal["auto", "skip", "stream"]
 DEFAULT_CHUNK = 1 << 20
+#: Most cells a sparse release may list on average (noise alone), and most cells the stream method noises.
+MAX_LISTED_CELLS = 20_000_000
+MAX_STREAM_CELLS = 500_000_000
 
 
 @dataclass(frozen=True)
@@ -108,13 +111,13 @@ def noise_sparse(
     cells, counts = cells[order], counts[order]
     if len(cells) and (cells[0] < 0 or cells[-1] >= n_cells or np.any(np.diff(cells) == 0)):
         raise InputError("Occupied cells must be distinct indices inside the domain.")
-    if method == "auto":
-        method = "skip" if isinstance(mechanism, DiscreteLaplace) else "stream"
+    method = resolve_method(mechanism, method)
     if method == "skip" and not isinstance(mechanism, DiscreteLaplace):
         raise InputError("The 'skip' sparse method needs the discrete Laplace mechanism; use 'stream'.")
     if method not in ("skip", "stream"):
         raise InputError(f"Unknown sparse method {method!r}; use auto, skip or stream.")
 
+    check_feasible(n_cells, mechanism, tau, method)
     noisy_occ = mechanism(counts, rng=rng)
     total = int(noisy_occ.sum())
     empty = n_cells - len(cells)
@@ -130,6 +133,37 @@ def noise_sparse(
     o = np.argsort(all_cells, kind="stable")
     return SparseNoisyHistogram(n_cells=n_cells, cells=all_cells[o], values=all_vals[o], total=total,
                                 threshold=tau, method=method)
+
+
+def resolve_method(mechanism: Mechanism, method: str) -> str:
+    """'skip' for the discrete Laplace and 'stream' otherwise when ``method`` is 'auto'."""
+    if method == "auto":
+        return "skip" if isinstance(mechanism, DiscreteLaplace) else "stream"
+    return method
+
+
+def check_feasible(n_cells: int, mechanism: Mechanism, threshold: int = 1, method: str = "auto") -> None:
+    """Refuse, from public inputs only and before any budget is spent, a sparse release that cannot be held.
+
+    Noise alone lists about n_cells · P(Z ≥ τ) cells; the message suggests a threshold τ that keeps
+    that below a million.
+    """
+    method = resolve_method(mechanism, method)
+    expected = n_cells * mechanism.tail(threshold) / 2.0
+    if expected > MAX_LISTED_CELLS:
+        tau = threshold
+        while n_cells * mechanism.tail(tau) / 2.0 > 1_000_000 and tau < 10**9:
+            tau = tau * 2 if tau < 64 else tau + max(1, int(mechanism.noise_std()))
+        raise InputError(
+            f"With {n_cells:.3g} cells, noise alone would give about {expected:.3g} cells a count of at least"
+            f" {threshold}: too many to hold, and the release would be all noise. Use fewer columns or bins,"
+            f" the marginals method, a larger ε, or a threshold of about {tau} (post-processing)."
+        )
+    if method == "stream" and n_cells > MAX_STREAM_CELLS:
+        raise InputError(
+            f"The discrete Gaussian noises every one of the {n_cells:.3g} cells one by one (exactly), more than"
+            f" {MAX_STREAM_CELLS:,}; use δ = 0 (discrete Laplace, which skips empty cells exactly) or fewer cells."
+        )
 
 
 def laplace_p(mechanism: DiscreteLaplace) -> float:

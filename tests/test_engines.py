@@ -217,3 +217,102 @@ def test_spark_local_mode_matches_encode(files: dict) -> None:
         assert _error(lambda: engine.count(bad, schema)) == _error(lambda: encode(bad, schema))
     finally:
         engine.spark.stop()
+
+
+# ---- integration: release_from_source, the fast CSV writer, the CLI -------------------------------
+
+def small_schema_for_release() -> Schema:
+    return Schema((
+        NumericColumn(name="x", lower=-0.3, upper=0.7, bins=7, missing=True),
+        CategoricalColumn(name="colour", categories=("red", "green", "=sum(A1)"), missing=True, on_unknown="missing"),
+    ))
+
+
+def test_release_from_source_dense_with_ledger(files: dict, tmp_path) -> None:
+    from dpsynth.accounting import Ledger
+    from dpsynth.release import release_from_source
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    out = tmp_path / "syn.csv"
+    rel = release_from_source(files["csv"], small_schema_for_release(), epsilon=1.0, seed=3, ledger=ledger,
+                              dataset_label="t", synthetic_path=out)
+    assert rel.card["engine"] == "duckdb" and rel.card["method"]["name"] == "histogram"
+    assert len(rel.histogram) == small_schema_for_release().n_cells and rel.sparse is None
+    syn = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert len(syn) == rel.card["post_processing"]["synthetic_rows"] == max(0, int(rel.noisy_counts.sum()))
+    assert set(syn["colour"]) <= {"red", "green", "'=sum(A1)", ""}  # formula-like label escaped
+    x = pd.to_numeric(syn["x"].replace("", np.nan))
+    assert x.min() >= -0.3 and x.max() <= 0.7
+    (ds,) = ledger.datasets()
+    assert ds["dataset_id"].startswith("sha256:") and ds["spent_epsilon"] == 1.0
+
+
+def test_release_from_source_sparse_path_for_huge_domain(tmp_path) -> None:
+    from dpsynth.release import release_from_source
+
+    rng = np.random.default_rng(0)
+    schema = Schema(tuple(NumericColumn(name=f"v{i}", lower=0, upper=100, bins=100) for i in range(4)))  # 10^8 cells
+    df = pd.DataFrame({f"v{i}": rng.normal(50, 5, 5000).round(1).astype(str) for i in range(4)})
+    path = tmp_path / "big.parquet"
+    df.to_parquet(path, index=False)
+    rel = release_from_source(path, schema, epsilon=2.0, seed=1, threshold=8)
+    assert rel.sparse is not None and rel.card["sparse"]["threshold"] == 8
+    assert len(rel.histogram) == len(rel.sparse.cells) < 10_000
+    assert (rel.histogram["count"] >= 8).all()
+    assert len(rel.synthetic) == int(rel.sparse.values.sum())
+    assert len(rel.resample(100, rng=np.random.default_rng(2))) == 100
+
+
+def test_infeasible_sparse_release_is_refused_before_spending(tmp_path) -> None:
+    from dpsynth.accounting import Ledger
+    from dpsynth.release import release_from_source
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    schema = Schema(tuple(NumericColumn(name=f"v{i}", lower=0, upper=1, bins=1000) for i in range(4)))
+    msg = _error(lambda: release_from_source(tmp_path / "absent.csv", schema, epsilon=1.0, ledger=ledger))
+    assert "threshold of about" in msg
+    assert ledger.datasets() == []
+
+
+def test_fast_writer_matches_decode_and_safe_csv(tmp_path) -> None:
+    import io
+
+    from dpsynth import noise
+    from dpsynth.binning import decode
+    from dpsynth.engines.output import write_synthetic_csv
+    from dpsynth.io import to_safe_csv
+
+    schema = Schema((
+        NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True, missing=True),
+        NumericColumn(name="=x", lower=-1, upper=1, bins=3, missing=True),
+        CategoricalColumn(name="colour", categories=("red", "-green", "a,b", 'q"u\note'), missing=True),
+    ))
+    cells = np.random.default_rng(0).integers(0, schema.n_cells, 5000)
+    codes = np.stack(np.unravel_index(cells, schema.sizes), axis=1)
+    ref = pd.read_csv(io.BytesIO(to_safe_csv(decode(codes, schema, rng=noise.seeded_rng(1)))), dtype=str, keep_default_na=False)
+    path = tmp_path / "o.csv"
+    write_synthetic_csv(cells, schema, path, rng=noise.seeded_rng(1))
+    got = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert list(got.columns) == list(ref.columns) == ["age", "'=x", "colour"]
+    pd.testing.assert_series_equal(got["age"], ref["age"])
+    pd.testing.assert_series_equal(got["colour"], ref["colour"])
+    np.testing.assert_array_equal(pd.to_numeric(got["'=x"].replace("", np.nan)), pd.to_numeric(ref["'=x"].replace("", np.nan)))
+    chunked = tmp_path / "c.csv"
+    write_synthetic_csv(cells, schema, chunked, rng=noise.seeded_rng(1), chunk_rows=777)
+    assert len(pd.read_csv(chunked)) == 5000
+
+
+def test_cli_engine_flag(files: dict, tmp_path, capsys: pytest.CaptureFixture) -> None:
+    from dpsynth.cli import main
+
+    schema_path = tmp_path / "s.json"
+    schema_path.write_text(small_schema_for_release().to_json(), encoding="utf-8")
+    base = ["release", str(files["parquet"]), "--schema", str(schema_path), "--epsilon", "1", "--seed", "1",
+            "--ledger", str(tmp_path / "l.sqlite"), "--out", str(tmp_path / "o.csv")]
+    assert main([*base, "--engine", "duckdb", "--progress", "--histogram-out", str(tmp_path / "h.csv")]) == 0
+    captured = capsys.readouterr()
+    assert "duckdb engine" in captured.out and "100%" in captured.err
+    assert len(pd.read_csv(tmp_path / "h.csv")) == small_schema_for_release().n_cells
+    assert main([*base, "--engine", "duckdb", "--method", "marginals"]) == 2
+    assert "--engine pandas" in capsys.readouterr().err
+    assert main([*base, "--engine", "pandas", "--threshold", "3"]) == 2
