@@ -293,6 +293,10 @@ def mark_edits_public(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
         if name not in b.index or row["source"] == SOURCE_LABELS["public"]:
             continue
         old = b.loc[name]
+        if row["source"] == SOURCE_LABELS["private"] and old["source"] != SOURCE_LABELS["private"]:
+            # only an estimate charged to the ledger may carry this label; a hand-made one is the curator's
+            out.at[i, "source"] = SOURCE_LABELS["public"]
+            continue
         changed = any(not _same(old[f], row[f]) for f in _VALUE_FIELDS)
         if changed:
             out.at[i, "source"] = SOURCE_LABELS["public"]

@@ -28,7 +28,7 @@ COLUMN_CONFIG = {
                                               help="Every possible value, separated by commas."),
     "missing": st.column_config.CheckboxColumn("may be empty?", help="Keep a cell for empty values."),
     "source": st.column_config.SelectboxColumn("where the values come from",
-                                               options=[SOURCE_LABELS["public"], SOURCE_LABELS["data"]],
+                                               options=list(SOURCE_LABELS.values()),
                                                help="Values read off the data are NOT private. Type public values"
                                                     " (e.g. from documentation) or estimate them privately below."),
 }

@@ -6,7 +6,8 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
 from dpsynth.errors import DPSynthError
-from dpsynth.release import card_summary_line, release
+from dpsynth.mechanisms import calibrate
+from dpsynth.release import card_summary_line, choose_method, release
 from dpsynth.ui_state import AppState, get_state
 
 
@@ -47,13 +48,15 @@ def summary(state: AppState) -> bool:
         st.page_link("pages/2_schema.py", label="Go to Schema", icon=":material/table_chart:")
         return False
     delta = state.spend_delta()
+    mech = calibrate(state.epsilon, delta, state.neighbours, state.max_contributions, kind=state.mechanism)
+    method, why = choose_method(schema, mech, state.method, state.expected_rows)
     st.markdown(
         f"- **Data**: {state.data_label}\n"
         f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"
         f"- **Privacy**: ε = {state.epsilon:g}" + (f", δ = {delta:g}" if delta else " (pure DP)") +
         f", {state.neighbours} neighbours, unit: "
         + (f"a person ({state.id_column!r}, ≤ {state.max_contributions} rows)" if state.id_column else "one row") + "\n"
-        f"- **Method**: {state.method}"
+        f"- **Method**: {method} ({why})"
     )
     if schema.data_derived():
         st.warning(":material/warning: Some bounds or categories were read from the data (" + ", ".join(schema.data_derived()) +
@@ -121,7 +124,11 @@ def main() -> None:
         return
     st.markdown("Pressing the button below **spends** ε from this dataset's budget. It is recorded in the privacy"
                 " ledger first, then the noise is drawn. It cannot be undone.")
-    ok = summary(state)
+    try:
+        ok = summary(state)
+    except DPSynthError as exc:
+        st.error(str(exc))
+        ok = False
     with st.expander("Demonstration mode (not for publication)"):
         demo = st.checkbox("Use reproducible 'demo' noise from a fixed seed", value=state.demo_seed is not None,
                            key="release_demo")

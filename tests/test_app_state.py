@@ -66,6 +66,9 @@ def test_typed_values_become_public_untouched_ones_stay_flagged() -> None:
     assert list(out["source"]) == [SOURCE_LABELS["public"], SOURCE_LABELS["data"]]
     schema, _ = table_to_schema(out)
     assert schema.data_derived() == ["y"]
+    forged = before.copy()
+    forged.loc[1, "source"] = SOURCE_LABELS["private"]  # picked by hand, not estimated
+    assert mark_edits_public(before, forged).loc[1, "source"] == SOURCE_LABELS["public"]
 
 
 def test_load_resets_release_and_set_schema_checks_names(small_df: pd.DataFrame, small_schema: Schema) -> None:

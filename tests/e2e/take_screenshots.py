@@ -18,7 +18,15 @@ AFTER = [("Utility", "5_utility"), ("Trade-off explorer", "6_tradeoff"), ("Re-id
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, dashboard(Path(tmp) / "ledger.sqlite") as url, browser_page(height=2400) as page:
+    with tempfile.TemporaryDirectory() as tmp, dashboard(Path(tmp) / "ledger.sqlite") as url:
+        sample_flow(url)
+        upload_flow(url, Path(tmp))
+    print(f"screenshots in {OUT}")
+
+
+def sample_flow(url: str) -> None:
+    """Every page with the bundled sample and one release."""
+    with browser_page(height=2400) as page:
         page.goto(url)
         wait_idle(page)
         page.screenshot(path=str(OUT / "0_start.png"), full_page=True)
@@ -39,7 +47,31 @@ def main() -> None:
                     wait_idle(page, timeout=180_000)
             page.wait_for_timeout(1500)  # plotly draws after the script ends
             page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
-    print(f"screenshots in {OUT}")
+
+
+def upload_flow(url: str, tmp: Path) -> None:
+    """A curator's own file: a malformed upload, then a good one with its drafted (flagged) schema."""
+    import numpy as np
+    import pandas as pd
+
+    bad = tmp / "broken.csv"
+    bad.write_text("id,age,ward\n1,34,north\n2,51\n3,47,south,extra\n")
+    rng = np.random.default_rng(0)
+    good = tmp / "patients.csv"
+    pd.DataFrame({"age": rng.integers(18, 95, 2000), "ward": rng.choice(["north", "south", "east"], 2000),
+                  "stay_days": rng.integers(1, 30, 2000)}).to_csv(good, index=False)
+    with browser_page(height=1600) as page:
+        page.goto(url)
+        wait_idle(page)
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(bad))
+        wait_idle(page)
+        page.screenshot(path=str(OUT / "1_data_bad_upload.png"), full_page=True)
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(good))
+        wait_idle(page)
+        goto_page(page, "2 · Schema")
+        page.screenshot(path=str(OUT / "2_schema_uploaded.png"), full_page=True)
+        goto_page(page, "4 · Release")
+        page.screenshot(path=str(OUT / "4_release_uploaded.png"), full_page=True)
 
 
 if __name__ == "__main__":
