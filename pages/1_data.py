@@ -50,6 +50,7 @@ def main() -> None:
     with left:
         st.subheader("Upload your own file")
         st.file_uploader("CSV, Parquet or Excel (.xlsx), up to 50 MB", type=UPLOAD_TYPES, key="data_upload",
+                         max_upload_size=50,
                          help="One row per person (or record), one column per variable, a header row with the names.")
         load_upload(state)
     with right:

@@ -81,7 +81,7 @@ def save_load(state: AppState, schema: Schema | None) -> None:
         st.download_button("Save schema (JSON)", data=schema.to_json() if schema else "", file_name="schema.json",
                            mime="application/json", disabled=schema is None, key="schema_save")
     with c2:
-        up = st.file_uploader("Load a schema (JSON)", type=["json"], key="schema_upload")
+        up = st.file_uploader("Load a schema (JSON)", type=["json"], key="schema_upload", max_upload_size=1)
         if up is not None and state.analyses.get("schema_upload_id") != up.file_id:
             state.analyses["schema_upload_id"] = up.file_id
             with show_errors():
