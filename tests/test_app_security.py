@@ -68,3 +68,19 @@ def test_a_new_session_sees_nothing_of_another(tmp_path: Path, monkeypatch: pyte
         assert "CANARY_9f3a" not in text and "canary.csv" not in text
         assert b.session_state[STATE_KEY].release is None
     assert Ledger(ledger).spends() == spent
+
+
+def test_a_reload_keeps_the_budget_spent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reload is a new session: the release is gone from memory, but the ledger still counts its spend."""
+    monkeypatch.setenv("DPSYNTH_LEDGER", str(tmp_path / "ledger.sqlite"))
+    data = ("age,ward\n" + "\n".join(f"{20 + i % 60},{'ab'[i % 2]}" for i in range(300)) + "\n").encode()
+    for expected_spent in ["0", "1"]:
+        at = AppTest.from_file(APP, default_timeout=60).run()
+        at.file_uploader(key="data_upload").set_value(("same.csv", data, "text/csv"))
+        at.run()
+        at.switch_page("pages/3_privacy.py").run()
+        spent = {m.label: m.value for m in at.metric}["spent so far"]
+        assert spent == expected_spent
+        at.switch_page("pages/4_release.py").run()
+        at.button(key="release_button_0").click().run()
+        assert not at.exception
