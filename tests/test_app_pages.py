@@ -182,6 +182,9 @@ def test_privacy_page_guidance_budget_and_preview(ledger_path: Path) -> None:
     assert {"total ε", "spent so far", "left"} <= labels
     assert any("noise per cell" in m.label for m in at.metric)
     assert not ledger_path.exists() or Ledger(ledger_path).spends() == []  # previews spend nothing
+    at.number_input(key="privacy_epsilon").set_value(10.0).run()  # more than the default total of 4
+    no_exception(at)
+    assert any("would be refused" in e.value for e in at.error)
 
 
 # ---------------------------------------------------------------- Release
@@ -323,3 +326,25 @@ def test_mechanisms_page(ledger_path: Path) -> None:
     no_exception(at)
     at.button(key="mech_redraw").click().run()
     no_exception(at)
+
+
+def test_tradeoff_needs_a_numeric_column(ledger_path: Path) -> None:
+    at = uploaded(ledger_path)
+    at.switch_page("pages/2_schema.py").run()
+    state = state_of(at)
+    age = int(state.schema_table.index[state.schema_table["column"] == "age"][0])
+    at.session_state[state.editor_key] = {"edited_rows": {age: {"include": False}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    at.switch_page("pages/6_tradeoff.py").run()
+    no_exception(at)
+    assert any("numeric column" in i.value for i in at.info)
+    assert not at.button
+
+
+def test_exponential_mechanism_demo_without_options(ledger_path: Path) -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.switch_page("pages/8_mechanisms.py").run()
+    at.session_state["mech_em_table"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [0, 1, 2, 3]}
+    at.run()
+    no_exception(at)
+    assert any("at least one option" in i.value for i in at.info)
