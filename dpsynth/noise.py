@@ -224,26 +224,35 @@ def _bytes(size: int, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 256, size, dtype=np.uint8)
 
 
-def _uniform_byte(high: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Uniform uint8 in [0, high), high ≤ 256: a byte below the largest multiple of high, mod high.
+def _valid_bytes(limit: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` i.i.d. uniform bytes in [0, limit): the bytes below ``limit``, in order, of a longer draw.
 
-    Bytes at or above that multiple are redrawn (rejection), so every residue is equally likely.
+    Keeping the accepted draws of a rejection sampler in their order leaves them i.i.d.; drawing a
+    few more than expected up front avoids one small call per redraw.
     """
-    b = _bytes(size, rng)
+    if limit == 256 or size == 0:
+        return _bytes(size, rng)
+    parts, got = [], 0
+    while got < size:
+        need = size - got
+        b = _bytes(need * 256 // limit + need // 16 + 16, rng)
+        b = b[b < limit]
+        parts.append(b)
+        got += b.size
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts))[:size]
+
+
+def _uniform_byte(high: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform uint8 in [0, high), high ≤ 256: a byte below the largest multiple of high, mod high."""
     if high & (high - 1) == 0:
-        return b & np.uint8(high - 1)
-    limit = 256 - 256 % high
-    bad = np.flatnonzero(b >= limit)
-    while bad.size:
-        b[bad] = _bytes(bad.size, rng)
-        bad = bad[b[bad] >= limit]
-    return b % np.uint8(high)
+        return _bytes(size, rng) & np.uint8(high - 1)
+    return _valid_bytes(256 - 256 % high, size, rng) % np.uint8(high)
 
 
 # K of CKS20 Alg. 1 with γ = 1 (the first k with A_k = 0, A_k ~ Bernoulli(1/k)) has P(K > k) = 1/k!.
 # With W uniform on [0, 5!), "K > k  iff  W < 5!/k!" gives K exactly whenever K ≤ 5 (W ≥ 1). W comes
-# from one byte b < 240 as b mod 120. Table codes: 0/1 = [K is odd], 2 = byte rejected (redraw),
-# 3 = K > 5 (the K-loop continues from k = 6).
+# from one byte b < 240 as b mod 120 (b ≥ 120 is then a fair coin independent of W). Table codes:
+# 0/1 = [K is odd], 2 = byte rejected, 3 = K > 5 (the K-loop continues from k = 6).
 _K_INV = 5
 _K_INV_FACT = math.factorial(_K_INV)
 
@@ -267,22 +276,10 @@ def _bern_exp1(size: int, rng: np.random.Generator) -> np.ndarray:
     K ≤ 5 is read off one uniform W ∈ [0, 5!) by inversion of its exact tail P(K > k) = 1/k!
     (the thresholds 5!/k! are integers); the rare K > 5 continue with A_k ~ Bernoulli(1/k).
     """
-    code = np.take(_E1_CODES, _bytes(size, rng))
+    code = np.take(_E1_CODES, _valid_bytes(2 * _K_INV_FACT, size, rng))
     out = code == 1
-    rare = np.flatnonzero(code >= 2)
-    bad = rare[code[rare] == 2]
-    while bad.size:  # rejected bytes: redraw
-        code[bad] = np.take(_E1_CODES, _bytes(bad.size, rng))
-        out[bad] = code[bad] == 1
-        bad = bad[code[bad] == 2]
-    idx = rare[code[rare] == 3]  # K > 5
-    k = _K_INV + 1
-    while idx.size:
-        cont = _below(k, idx.size, rng) == 0
-        if k & 1:
-            out[idx[~cont]] = True
-        idx = idx[cont]
-        k += 1
+    idx = np.flatnonzero(code == 3)  # K > 5
+    out[idx] = _k_loop(np.ones(idx.size, dtype=np.uint8), 1, _K_INV + 1, rng)
     return out
 
 
@@ -301,22 +298,33 @@ def _geometric_e1(size: int, rng: np.random.Generator) -> np.ndarray:
     return v
 
 
-def _bern_exp_fraction(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
-    """Bernoulli(exp(−num/den)) per element, for 0 ≤ num ≤ den (CKS20 Alg. 1, γ ∈ [0, 1]).
+def _k_loop(num: np.ndarray | int, den: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Finish CKS20 Alg. 1 for γ = num/den ∈ [0, 1] given that A_1..A_{k−1} were all 1.
 
-    A_k ~ Bernoulli(γ/k) for k = 1, 2, ... until one is 0; the result is 1 iff that k is odd.
-    Bernoulli(γ/k) is one uniform draw in [0, den·k) compared with num.
+    A_j ~ Bernoulli(γ/j) for j = k, k+1, ... until one is 0 (one uniform draw in [0, den·j)
+    compared with num); returns [that j is odd], i.e. the Bernoulli(exp(−γ)) outcome.
     """
-    cont = np.asarray(_below(den, num.size, rng) < num, dtype=bool)
-    out = ~cont  # stopped at k = 1 (odd)
-    idx = np.flatnonzero(cont)
-    k = 2
+    size = num.size
+    out = np.zeros(size, dtype=bool)
+    idx = np.arange(size)
     while idx.size:
         cont = np.asarray(_below(den * k, idx.size, rng) < num[idx], dtype=bool)
         if k & 1:
             out[idx[~cont]] = True
         idx = idx[cont]
         k += 1
+    return out
+
+
+def _bern_exp_fraction(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) per element, for 0 ≤ num ≤ den (CKS20 Alg. 1, γ ∈ [0, 1]).
+
+    A_k ~ Bernoulli(γ/k) for k = 1, 2, ... until one is 0; the result is 1 iff that k is odd.
+    """
+    cont = np.asarray(_below(den, num.size, rng) < num, dtype=bool)
+    out = ~cont  # stopped at k = 1 (odd)
+    idx = np.flatnonzero(cont)
+    out[idx] = _k_loop(num[idx], den, 2, rng)
     return out
 
 
@@ -386,35 +394,97 @@ def _bern_exp_ratios(
 # --------------------------------------------------------------------------- discrete Laplace
 
 
+def _d_step_codes(t: int) -> tuple[np.ndarray, int]:
+    """Table over X ∈ [0, 2^16) for the U and D steps of CKS20 Alg. 2 (2 ≤ t ≤ 256).
+
+    X below the largest multiple of t·M splits into U = X mod t and W = ⌊X/t⌋ mod M, independent
+    and uniform. D ~ Bernoulli(exp(−U/t)) by CKS20 Alg. 1: its K (first k with A_k = 0) has
+    P(K > k | U) = (U/t)^k/k!, so with M = t^N·N!, "K > k  iff  W < U^k·t^(N−k)·N!/k!" for k ≤ N.
+    N = 2 when t·M = 2t³ ≤ 2^16, else 1. Codes: 0 = D is 0, 1 = D is 1, 2 = X rejected,
+    3 = K > N (the K-loop continues at k = N + 1).
+    """
+    n_lev = 2 if 2 * t**3 <= 1 << 16 else 1
+    m = t**n_lev * math.factorial(n_lev)
+    x = np.arange(1 << 16, dtype=np.int64)
+    u, w = x % t, (x // t) % m
+    k_minus_1 = sum(
+        (w < u**k * t ** (n_lev - k) * (math.factorial(n_lev) // math.factorial(k))).astype(np.int64)
+        for k in range(1, n_lev + 1)
+    )
+    codes = np.where(k_minus_1 == n_lev, 3, (k_minus_1 + 1) & 1).astype(np.uint8)
+    codes[x >= (1 << 16) - (1 << 16) % (t * m)] = 2
+    return codes, n_lev
+
+
+_D_STEP_CACHE: dict[int, tuple[np.ndarray, int]] = {}
+
+
+def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """CKS20 Alg. 2 for t ≤ 256 from one 16-bit word (U and D) and one byte (first step of V, sign).
+
+    The word goes through :func:`_d_step_codes`; the byte b < 240 gives the first Bernoulli(exp(−1))
+    of V (:data:`_E1_CODES`) and the sign [b ≥ 120]. Both are drawn for every candidate whatever
+    happens, so a rejected word or byte may simply discard its candidate (the survivors stay i.i.d.
+    from the target); outcomes the tables leave open continue with the plain K-loop.
+    """
+    if t not in _D_STEP_CACHE:
+        _D_STEP_CACHE[t] = _d_step_codes(t)
+    d_codes, n_lev = _D_STEP_CACHE[t]
+    e = _bytes(count, rng)
+    code_v = np.take(_E1_CODES, e)
+    u = None
+    if t > 1:
+        x = rng.integers(0, 1 << 16, count, dtype=np.uint16)
+        code_d = np.take(d_codes, x)
+        more = np.flatnonzero(code_d == 3)
+        code_d[more] = _k_loop(x[more] % np.uint16(t), t, n_lev + 1, rng)
+        keep = np.flatnonzero((code_d == 1) & (code_v != 2))
+        u = x[keep] % np.uint16(t)
+    else:
+        keep = np.flatnonzero(code_v != 2)  # U = 0 and D = 1
+    e, code_v = e[keep], code_v[keep]
+    first = code_v == 1
+    more = np.flatnonzero(code_v == 3)
+    first[more] = _k_loop(np.ones(more.size, dtype=np.uint8), 1, _K_INV + 1, rng)
+    v = first.astype(np.int32)
+    idx = np.flatnonzero(first)
+    while idx.size:
+        idx = idx[_bern_exp1(idx.size, rng)]
+        v[idx] += 1
+    return _signed(t, s, u, v, e >= _K_INV_FACT)
+
+
+def _signed(t: int, s: int, u: np.ndarray | None, v: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """Z = ±⌊(U + t·V)/s⌋ of CKS20 Alg. 2, dropping "−0" (so that 0 is not counted twice)."""
+    size = v.size
+    big = t > _LAP_INT64_MAX or s > _LAP_INT64_MAX
+    bound = t * (int(v.max()) + 1) if size else t  # > U + t·V for every element
+    if not big and bound <= 1 << 31:
+        y = v if u is None else u.astype(np.int32) + np.int32(t) * v
+    elif not big and bound <= _I62:
+        y = v.astype(np.int64) if u is None else u.astype(np.int64) + t * v.astype(np.int64)
+    else:  # huge parameters, or an astronomically long geometric run: exact Python integers
+        uo = np.zeros(size, dtype=object) if u is None else u.astype(object)
+        y = ((uo + t * v.astype(object)) // s).astype(np.int64)
+        s = 1
+    if s > 1:
+        y //= s
+    keep = (y != 0) | ~negative
+    return (y * (1 - 2 * negative.view(np.int8)))[keep]
+
+
 def _laplace_batch(t: int, s: int, count: int, rng: np.random.Generator) -> np.ndarray:
     """Accepted draws of Lap_Z(t/s) from ``count`` candidates (CKS20 Alg. 2, one rejection round).
 
     Returned as int32 when every value provably fits, else int64.
     """
-    big = t > _LAP_INT64_MAX or s > _LAP_INT64_MAX
-    if t > 1:
-        u = _below(t, count, rng)
-        u = u[_bern_exp_fraction(u, t, rng)]
-        size = u.size
-    else:
-        size = count  # U = 0 and exp(−U/t) = 1: nothing to reject
-    v = _geometric_e1(size, rng)
-    negative = rng.integers(0, 2, size, dtype=bool)
-    bound = t * (int(v.max()) + 1) if size else t  # > U + t·V for every element
-    if not big and bound <= 1 << 31:
-        y = v if t == 1 else u.astype(np.int32) + np.int32(t) * v
-    elif not big and bound <= _I62:
-        y = v.astype(np.int64) if t == 1 else u.astype(np.int64) + t * v.astype(np.int64)
-    else:  # huge parameters, or an astronomically long geometric run: exact Python integers
-        uo = np.zeros(size, dtype=object) if t == 1 else u.astype(object)
-        y = ((uo + t * v.astype(object)) // s).astype(np.int64)
-        s = 1
-    if s > 1:
-        y //= s
-    keep = (y != 0) | ~negative  # reject "−0", so that 0 is not counted twice
-    y, negative = y[keep], negative[keep]
-    np.negative(y, out=y, where=negative)
-    return y
+    if t <= 256:
+        return _laplace_batch_bytes(t, s, count, rng)
+    u = _below(t, count, rng)
+    u = u[_bern_exp_fraction(u, t, rng)]
+    v = _geometric_e1(u.size, rng)
+    negative = rng.integers(0, 2, u.size, dtype=bool)
+    return _signed(t, s, u, v, negative)
 
 
 def discrete_laplace(scale: Fraction | float, size: int | tuple[int, ...], *, rng: np.random.Generator) -> np.ndarray:
