@@ -224,3 +224,41 @@ def test_project_simplex() -> None:
     assert t.sum() == pytest.approx(4.0) and np.all(t >= 0)
     np.testing.assert_allclose(t, [3.5, 0.0, 0.5, 0.0])
     assert project_simplex(y, 0.0).sum() == 0.0
+
+
+def test_output_depends_only_on_released_measurements(monkeypatch) -> None:
+    """With the mechanisms' outputs pinned (every noisy table = 5s, every selection = the first
+    candidate), two different datasets over the same domain give byte-identical models: nothing
+    but the DP outputs reaches the release (security notes, test 2)."""
+    monkeypatch.setattr(marginals, "_measure", lambda counts, mech, rng: np.full(np.shape(counts), 5, dtype=np.int64))
+    monkeypatch.setattr(marginals, "_select", lambda scores, sens, eps, rng: 0)
+    a, sizes = _table(3_000, seed=1)
+    b, _ = _table(777, seed=2)
+    b[:, 0] = 0  # a very different table
+    kw = dict(epsilon=1.0, delta=1e-9, neighbours="add-remove")
+    ma = fit_marginal_model(a, sizes, rng=np.random.default_rng(0), **kw)
+    mb = fit_marginal_model(b, sizes, rng=np.random.default_rng(0), **kw)
+    assert json.dumps(ma.to_dict()) == json.dumps(mb.to_dict())
+
+
+def test_forest_when_columns_join_alone(monkeypatch) -> None:
+    """Independent columns and a heavy noise penalty: some columns join alone (a forest of
+    cliques), and the sampler still follows the model on every pair."""
+    monkeypatch.setattr(marginals, "PENALTY_FACTOR", 3.0)
+    rng = np.random.default_rng(11)
+    sizes = (3, 4, 5, 2)
+    codes = np.stack([rng.integers(0, s, 4_000) for s in sizes], axis=1)
+    model = fit_marginal_model(codes, sizes, epsilon=0.2, delta=1e-9, neighbours="add-remove",
+                               rng=np.random.default_rng(12))
+    assert sum(len(c) == 1 for c in model.params["cliques"]) >= 1
+    _check_sampler(model, sizes)
+
+
+def test_score_sensitivity_follows_the_relation() -> None:
+    """Selection uses Δ₁ from dpsynth.neighbours: 1 under add-remove, 2 under replace-one."""
+    codes, sizes = _table(1_000)
+    for rel, l1 in (("add-remove", 1), ("replace-one", 2)):
+        m = fit_marginal_model(codes, sizes, epsilon=1.0, delta=0.0, neighbours=rel, rng=np.random.default_rng(0))
+        sel = next(s for s in m.stages if s["stage"] == "selection")
+        assert f"score sensitivity {l1})" in sel["detail"]
+        assert all(nz["scale"] for nz in m.noise)
