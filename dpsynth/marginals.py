@@ -529,13 +529,18 @@ def fit_marginal_model(
     if d > 1:
         stages.append(_stage(
             "selection", plan, sel_spent,
-            f"{len(sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), ε per choice "
-            + ", ".join(f"{e:.4g}" for e in sel_eps_used)
-            + ("" if plan.pure else " (each ε²/8-zCDP)"),
+            f"{len(sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), "
+            + _range_text("ε", sel_eps_used) + " each" + ("" if plan.pure else " (each ε²/8-zCDP)"),
         ))
         stages.append(_stage(
             "measurement", plan, meas_spent,
-            f"{len(meas_mechs)} selected marginals, each " + "; ".join(sorted({_mech_text(m, plan) for m in meas_mechs})),
+            f"{len(meas_mechs)} selected marginals with "
+            + ("discrete Laplace noise, " + _range_text("scale", [float(m.param) for m in meas_mechs])
+               + f" (Δ₁ = {plan.l1}), " + _range_text("ε", [m.cost for m in meas_mechs])
+               if plan.pure else
+               "discrete Gaussian noise, " + _range_text("σ", [math.sqrt(float(m.param)) for m in meas_mechs])
+               + f" (Δ₂² = {plan.l2sq}), " + _range_text("ρ", [m.cost for m in meas_mechs]))
+            + " each (per-measurement values in the model file)",
         ))
 
     # ---- reconstruction (post-processing) ----------------------------------------------------
@@ -875,6 +880,13 @@ def _stage(name: str, plan: _Plan, cost: float, detail: str) -> dict[str, Any]:
     unit = "epsilon" if plan.pure else "rho"
     return {"stage": name, unit: cost, "share": cost / plan.total if plan.total else 0.0,
             "guarantee": (f"{cost:.6g}-DP" if plan.pure else f"{cost:.6g}-zCDP"), "detail": detail}
+
+
+def _range_text(name: str, values: list[float]) -> str:
+    if not values:
+        return f"no {name}"
+    lo, hi = min(values), max(values)
+    return f"{name} = {lo:.4g}" if math.isclose(lo, hi, rel_tol=1e-9) else f"{name} from {lo:.4g} to {hi:.4g}"
 
 
 def _mech_text(m: _Mech, plan: _Plan) -> str:
