@@ -298,21 +298,39 @@ def _geometric_e1(size: int, rng: np.random.Generator) -> np.ndarray:
     return v
 
 
-def _k_loop(num: np.ndarray | int, den: int, k: int, rng: np.random.Generator) -> np.ndarray:
+def _k_loop(num: np.ndarray, den: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """Finish CKS20 Alg. 1 for γ = num/den ∈ [0, 1] given that A_1..A_{k−1} were all 1.
 
-    A_j ~ Bernoulli(γ/j) for j = k, k+1, ... until one is 0 (one uniform draw in [0, den·j)
-    compared with num); returns [that j is odd], i.e. the Bernoulli(exp(−γ)) outcome.
+    A_j ~ Bernoulli(γ/j) for j = k, k+1, ... until one is 0; returns [that j is odd], i.e. the
+    Bernoulli(exp(−γ)) outcome. Up to four steps are decided by one draw, by inversion of the exact
+    conditional tail P(K > j | K ≥ k) = γ^(j−k+1)·(k−1)!/j!: over the denominator
+    D = den^(L−k+1)·L!/(k−1)!, "K > j  iff  W < num^(j−k+1)·den^(L−j)·L!/j!" for W uniform in [0, D).
     """
-    size = num.size
-    out = np.zeros(size, dtype=bool)
-    idx = np.arange(size)
+    out = np.zeros(num.size, dtype=bool)
+    idx = np.arange(num.size)
     while idx.size:
-        cont = np.asarray(_below(den * k, idx.size, rng) < num[idx], dtype=bool)
-        if k & 1:
-            out[idx[~cont]] = True
-        idx = idx[cont]
-        k += 1
+        x = num[idx]
+        if x.dtype == object or den * k > 1 << 32:  # one step per draw, exact Python integers if needed
+            cont = np.asarray(_below(den * k, idx.size, rng) < x, dtype=bool)
+            if k & 1:
+                out[idx[~cont]] = True
+            idx = idx[cont]
+            k += 1
+            continue
+        top = k
+        while top < k + 3 and den ** (top + 2 - k) * (math.factorial(top + 1) // math.factorial(k - 1)) <= 1 << 32:
+            top += 1
+        w = _below(den ** (top - k + 1) * (math.factorial(top) // math.factorial(k - 1)), idx.size, rng)
+        x = x.astype(np.int64)
+        power = x.copy()
+        steps = np.zeros(idx.size, dtype=np.int64)  # #{j ∈ [k, top] : K > j}
+        for j in range(k, top + 1):  # over levels, not samples
+            steps += w < power * (den ** (top - j) * (math.factorial(top) // math.factorial(j)))
+            power *= x
+        done = steps <= top - k
+        out[idx[done]] = ((k + steps[done]) & 1) == 1  # K = k + steps
+        idx = idx[~done]
+        k = top + 1
     return out
 
 
@@ -422,27 +440,29 @@ _D_STEP_CACHE: dict[int, tuple[np.ndarray, int]] = {}
 def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -> np.ndarray:
     """CKS20 Alg. 2 for t ≤ 256 from one 16-bit word (U and D) and one byte (first step of V, sign).
 
-    The word goes through :func:`_d_step_codes`; the byte b < 240 gives the first Bernoulli(exp(−1))
-    of V (:data:`_E1_CODES`) and the sign [b ≥ 120]. Both are drawn for every candidate whatever
-    happens, so a rejected word or byte may simply discard its candidate (the survivors stay i.i.d.
-    from the target); outcomes the tables leave open continue with the plain K-loop.
+    The word goes through :func:`_d_step_codes`; for the survivors, a byte b < 240 gives the first
+    Bernoulli(exp(−1)) of V (:data:`_E1_CODES`) and the sign [b ≥ 120]. Each is drawn for every
+    candidate at its stage whatever happens, so a rejected word or byte may simply discard its
+    candidate (the survivors stay i.i.d. from the target); outcomes the tables leave open continue
+    with the K-loop.
     """
     if t not in _D_STEP_CACHE:
         _D_STEP_CACHE[t] = _d_step_codes(t)
     d_codes, n_lev = _D_STEP_CACHE[t]
-    e = _bytes(count, rng)
-    code_v = np.take(_E1_CODES, e)
     u = None
     if t > 1:
         x = rng.integers(0, 1 << 16, count, dtype=np.uint16)
         code_d = np.take(d_codes, x)
         more = np.flatnonzero(code_d == 3)
         code_d[more] = _k_loop(x[more] % np.uint16(t), t, n_lev + 1, rng)
-        keep = np.flatnonzero((code_d == 1) & (code_v != 2))
-        u = x[keep] % np.uint16(t)
-    else:
-        keep = np.flatnonzero(code_v != 2)  # U = 0 and D = 1
+        u = x[code_d == 1] % np.uint16(t)
+        count = u.size
+    e = _bytes(count, rng)  # drawn for every D-survivor: a rejected byte discards its candidate
+    code_v = np.take(_E1_CODES, e)
+    keep = np.flatnonzero(code_v != 2)
     e, code_v = e[keep], code_v[keep]
+    if u is not None:
+        u = u[keep]
     first = code_v == 1
     more = np.flatnonzero(code_v == 3)
     first[more] = _k_loop(np.ones(more.size, dtype=np.uint8), 1, _K_INV + 1, rng)
