@@ -187,14 +187,88 @@ class MarginalModel:
             p = p * table
         return p
 
+    def clique_marginals(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
+        """Exact joint of each step's columns (parents + new, sorted), in step order.
+
+        Each step's parents lie in an earlier step's columns (the junction-tree property), so
+        P(parents ∪ new) = P(parents) · P(new | parents) follows recursively from the root.
+        """
+        out: list[tuple[tuple[int, ...], np.ndarray]] = []
+        for step in self.steps:
+            cols = step.parents + step.new
+            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            if step.parents:
+                src, p = next((c, m) for c, m in out if set(step.parents) <= set(c))
+                drop = tuple(k for k, c in enumerate(src) if c not in step.parents)
+                ps = p.sum(axis=drop) if drop else p
+                kept = [c for c in src if c in step.parents]
+                ps = np.transpose(ps, [kept.index(c) for c in step.parents])
+                table = table * ps.reshape(ps.shape + (1,) * len(step.new))
+            order = sorted(cols)
+            out.append((tuple(order), np.transpose(table, [cols.index(c) for c in order])))
+        return out
+
     def marginal(self, cols: Sequence[int]) -> np.ndarray:
-        """The model's marginal on ``cols`` (in that order) from :meth:`joint` (small domains only)."""
+        """The model's exact marginal on ``cols`` (in that order): from a clique that holds them
+        all, by propagation along the clique tree for a pair, otherwise from :meth:`joint`
+        (small domains only)."""
         cols = tuple(int(c) for c in cols)
+        cms = self.clique_marginals()
+        for cl, p in cms:
+            if set(cols) <= set(cl):
+                drop = tuple(k for k, c in enumerate(cl) if c not in cols)
+                m = p.sum(axis=drop) if drop else p
+                kept = [c for c in cl if c in cols]
+                return np.transpose(m, [kept.index(c) for c in cols])
+        if len(cols) == 2:
+            return self._pair_marginal(cols[0], cols[1], cms)
         p = self.joint()
         other = tuple(i for i in range(len(self.sizes)) if i not in cols)
         m = p.sum(axis=other)
         kept = sorted(cols)
         return np.transpose(m, [kept.index(c) for c in cols])
+
+    def _pair_marginal(self, a: int, b: int, cms: list[tuple[tuple[int, ...], np.ndarray]]) -> np.ndarray:
+        """P(a, b) for columns in different cliques: carry P(a, clique) along the tree path,
+        using P(next clique | separator) at each hop (exact by the junction-tree property)."""
+        parent = []
+        for i, step in enumerate(self.steps):
+            parent.append(next((j for j in range(i) if set(step.parents) <= set(cms[j][0])), -1)
+                          if step.parents else -1)
+        ia = next(i for i, (cl, _) in enumerate(cms) if a in cl)
+        ib = next(i for i, (cl, _) in enumerate(cms) if b in cl)
+
+        def chain(i: int) -> list[int]:
+            out = [i]
+            while parent[out[-1]] >= 0:
+                out.append(parent[out[-1]])
+            return out
+
+        up_a, up_b = chain(ia), chain(ib)
+        if up_a[-1] != up_b[-1]:  # different trees of the forest: independent
+            pa, pb = self.marginal((a,)), self.marginal((b,))
+            return np.outer(pa, pb)
+        common = next(i for i in up_a if i in set(up_b))
+        path = up_a[: up_a.index(common) + 1] + list(reversed(up_b[: up_b.index(common)]))
+        cl, p = cms[path[0]]
+        sa = self.sizes[a]
+        f = np.zeros((sa,) + p.shape)
+        idx = [slice(None)] * p.ndim
+        for v in range(sa):  # f[v, c] = P(c) · [c_a = v]
+            idx[cl.index(a)] = v
+            f[(v, *idx)] = p[tuple(idx)]
+            idx[cl.index(a)] = slice(None)
+        for j in path[1:]:
+            nxt, q = cms[j]
+            sep = [c for c in cl if c in nxt]
+            g = f.sum(axis=tuple(1 + k for k, c in enumerate(cl) if c not in sep))
+            q_sep = q.sum(axis=tuple(k for k, c in enumerate(nxt) if c not in sep))
+            shape = [self.sizes[c] if c in sep else 1 for c in nxt]
+            cond = q / np.where(q_sep > 0, q_sep, 1.0).reshape(shape)
+            f = g.reshape([sa] + shape) * cond[None]
+            cl = nxt
+        m = f.sum(axis=tuple(1 + k for k, c in enumerate(cl) if c != b))
+        return m
 
     # -- release card -------------------------------------------------------------------------
 

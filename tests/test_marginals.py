@@ -262,3 +262,30 @@ def test_score_sensitivity_follows_the_relation() -> None:
         sel = next(s for s in m.stages if s["stage"] == "selection")
         assert f"score sensitivity {l1})" in sel["detail"]
         assert all(nz["scale"] for nz in m.noise)
+
+
+def test_clique_marginals_agree_with_the_joint() -> None:
+    """The recursive clique marginals (used on domains too big for joint()) are exact."""
+    codes, sizes = _table(5_000)
+    model = fit_marginal_model(codes, sizes, epsilon=2.0, delta=1e-9, neighbours="add-remove",
+                               rng=np.random.default_rng(8))
+    joint = model.joint()
+    for cols, p in model.clique_marginals():
+        other = tuple(i for i in range(len(sizes)) if i not in cols)
+        np.testing.assert_allclose(p, joint.sum(axis=other), atol=1e-12)
+
+
+def test_pair_marginals_across_cliques_are_exact() -> None:
+    """Tree propagation gives the joint's pair marginals, also for pairs in different cliques."""
+    codes, sizes = _table(5_000)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(marginals, "ROUNDS_PER_COLUMN", 1.0)
+        model = fit_marginal_model(codes, sizes, epsilon=2.0, delta=1e-9, neighbours="add-remove",
+                                   rng=np.random.default_rng(9))
+    joint = model.joint()
+    inside = {p for cl, _ in model.clique_marginals() for p in combinations(cl, 2)}
+    assert any(p not in inside for p in combinations(range(len(sizes)), 2))
+    for pair in combinations(range(len(sizes)), 2):
+        other = tuple(i for i in range(len(sizes)) if i not in pair)
+        np.testing.assert_allclose(model.marginal(pair), joint.sum(axis=other), atol=1e-12)
+        np.testing.assert_allclose(model.marginal(pair[::-1]), joint.sum(axis=other).T, atol=1e-12)
