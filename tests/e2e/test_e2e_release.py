@@ -44,7 +44,7 @@ def test_upload_release_download(tmp_path: Path) -> None:
         page.get_by_text("Loaded patients.csv").wait_for()
 
         goto_page(page, "2 · Schema")
-        page.get_by_text("not private").first.wait_for()  # the draft is flagged
+        page.locator("[data-testid=stAlert]").filter(has_text="not private").first.wait_for()  # the draft is flagged
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(schema))
         wait_idle(page)
         page.get_by_text("2 columns").first.wait_for()  # sidebar: the loaded schema
