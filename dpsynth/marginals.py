@@ -394,10 +394,7 @@ def _rational_at_least(x: float) -> Fraction:
     """A simple fraction ≥ x (noise parameters round toward more noise)."""
     from dpsynth import noise
 
-    if hasattr(noise, "rational_at_least"):
-        return Fraction(noise.rational_at_least(x))
-    f = Fraction(x).limit_denominator(1 << 20)
-    return f if f >= x else f + Fraction(1, 1 << 20)
+    return Fraction(noise.rational_at_least(x))
 
 
 class _Plan:
@@ -656,9 +653,10 @@ class _Candidate:
 class _Model:
     """The current junction tree (cliques, parents, log-potentials) and its measurements.
 
-    Every clique but the root holds exactly one column that no earlier clique holds (its *new*
-    column); its separator (the other columns) lies inside its parent clique. The cliques form
-    a junction tree at every step, so sampling and inference are exact.
+    Every clique but a root (the first pair, or a column that joined alone) holds exactly one
+    column that no earlier clique holds (its *new* column); its separator (the other columns)
+    lies inside its parent clique. The cliques form a junction tree (a forest) at every step,
+    so sampling and inference are exact.
     """
 
     def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float) -> None:
@@ -744,7 +742,6 @@ class _Model:
             self.theta.append(self._independent(cand.measure))
         elif cand.kind == "attach":
             x = cand.new
-            sep = tuple(c for c in cand.measure if c != x)
             self.cliques.append(cand.measure)
             self.parent.append(cand.clique)
             self.new.append(x)
@@ -752,7 +749,6 @@ class _Model:
             shape = [self.sizes[c] if c == x else 1 for c in cand.measure]
             self.theta.append(np.broadcast_to(np.log(np.maximum(self.one_way[x], 1e-30)).reshape(shape),
                                               [self.sizes[c] for c in cand.measure]).copy())
-            del sep
         elif cand.kind == "grow":
             i = cand.clique
             old = self.cliques[i]
@@ -820,14 +816,13 @@ class _Model:
             return np.expand_dims(known, pos) * px.reshape([self.sizes[x] if c == x else 1 for c in m])
         # grow: x ⟂ v given the separator S of x's clique C; P(x, v) = Σ_S P(x, S) P(v | S).
         i = cand.clique
-        cl, p = self.cliques[i], self.parent[i]
+        cl = self.cliques[i]
         v = next(c for c in m if c != x)
         sep = tuple(c for c in cl if c != x)
         a = self._marg(tuple(sorted(sep + (x,))))  # axes sorted(sep ∪ {x})
         a = np.moveaxis(a, tuple(sorted(sep + (x,))).index(x), 0).reshape(self.sizes[x], -1)
         b = self._marg(tuple(sorted(sep + (v,))))
         b = np.moveaxis(b, tuple(sorted(sep + (v,))).index(v), -1).reshape(-1, self.sizes[v])
-        del p
         cond = b / np.maximum(b.sum(axis=1, keepdims=True), 1e-300)
         xv = a @ cond  # axes (x, v)
         return xv if x < v else xv.T
