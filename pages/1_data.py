@@ -46,6 +46,9 @@ def main() -> None:
         " synthetic table that looks like yours but protects every person in it. Start by loading a table."
         " It stays in this browser session on this server; nothing is published until you press **Release**."
     )
+    st.markdown("**The steps**: 1 · load a table → 2 · describe its columns (public ranges and categories) →"
+                " 3 · choose how much privacy (ε) → 4 · release and download. Afterwards, the pages under"
+                " *Check it* show how useful and how safe the result is — for your eyes only.")
     left, right = st.columns(2)
     with left:
         st.subheader("Upload your own file")

@@ -71,6 +71,9 @@ def protection_section(state: AppState) -> None:
                                                       key="privacy_max_rows"))
         st.caption(f"Everything a person contributes (up to {state.max_contributions} rows sharing a value of"
                    f" {pick!r}) is protected; the noise grows with this number.")
+        schema, _ = state.schema()
+        if schema is not None and pick in schema.names:
+            st.warning(f"{pick!r} identifies people: untick it on the Schema page, it cannot be part of the release.")
 
 
 def budget_section(state: AppState) -> None:

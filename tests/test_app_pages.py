@@ -348,3 +348,24 @@ def test_exponential_mechanism_demo_without_options(ledger_path: Path) -> None:
     at.run()
     no_exception(at)
     assert any("at least one option" in i.value for i in at.info)
+
+
+def test_person_level_protection_with_an_id_column(ledger_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame({"pid": rng.integers(0, 150, 400), "ward": rng.choice(["a", "b"], 400)})
+    at = uploaded(ledger_path, df.to_csv(index=False).encode(), "visits.csv")
+    at.switch_page("pages/3_privacy.py").run()
+    at.selectbox(key="privacy_id_column").set_value("pid").run()
+    at.number_input(key="privacy_max_rows").set_value(3).run()
+    no_exception(at)
+    assert any("untick it" in w.value for w in at.warning)
+    at.switch_page("pages/2_schema.py").run()
+    state = state_of(at)
+    pid = int(state.schema_table.index[state.schema_table["column"] == "pid"][0])
+    at.session_state[state.editor_key] = {"edited_rows": {pid: {"include": False}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    at.switch_page("pages/4_release.py").run()
+    at.button(key="release_button_0").click().run()
+    no_exception(at)
+    unit = state_of(at).release.card["privacy"]["unit_of_protection"]
+    assert unit["unit"] == "person" and unit["id_column"] == "pid" and unit["max_rows_per_person"] == 3
