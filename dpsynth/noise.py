@@ -50,9 +50,11 @@ _MAX_LAPLACE_SCALE = 1 << 40
 _MAX_GAUSSIAN_SIGMA2 = 1 << 80
 # Per-element factor bound in the Gaussian acceptance (keeps j1*j2 well inside int64).
 _J_MAX = 1 << 30
+# |A| below this makes A² an int64 in the Gaussian acceptance (A² < 2^62).
+_INT_GAMMA_MAX_A = 1 << 31
 _DEFAULT_MAX_DENOMINATOR = 1 << 20
 # Candidates per rejection round: small enough for the working arrays to stay in cache.
-_BATCH = 1 << 17
+_BATCH = 1 << 18
 
 
 # --------------------------------------------------------------------------- random source
@@ -279,7 +281,8 @@ def _bern_exp1(size: int, rng: np.random.Generator) -> np.ndarray:
     code = np.take(_E1_CODES, _valid_bytes(2 * _K_INV_FACT, size, rng))
     out = code == 1
     idx = np.flatnonzero(code == 3)  # K > 5
-    out[idx] = _k_loop(np.ones(idx.size, dtype=np.uint8), 1, _K_INV + 1, rng)
+    if idx.size:
+        out[idx] = _k_loop(np.ones(idx.size, dtype=np.uint8), 1, _K_INV + 1, rng)
     return out
 
 
@@ -311,7 +314,10 @@ def _k_loop(num: np.ndarray, den: int, k: int, rng: np.random.Generator) -> np.n
     while idx.size:
         x = num[idx]
         if x.dtype == object or den * k > 1 << 32:  # one step per draw, exact Python integers if needed
-            cont = np.asarray(_below(den * k, idx.size, rng) < x, dtype=bool)
+            if x.dtype != object and den * k > _I62:  # Bernoulli(x/(den·k)) = Bernoulli(x/den) AND Bernoulli(1/k)
+                cont = (_below(den, idx.size, rng) < x) & (_below(k, idx.size, rng) == 0)
+            else:
+                cont = np.asarray(_below(den * k, idx.size, rng) < x, dtype=bool)
             if k & 1:
                 out[idx[~cont]] = True
             idx = idx[cont]
@@ -344,6 +350,27 @@ def _bern_exp_fraction(num: np.ndarray, den: int, rng: np.random.Generator) -> n
     idx = np.flatnonzero(cont)
     out[idx] = _k_loop(num[idx], den, 2, rng)
     return out
+
+
+def _bern_exp_int(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) per element for int64 num ≥ 0 and den ≤ 2^62 (CKS20 Alg. 1, any γ).
+
+    γ = q + r/den: q Bernoulli(exp(−1)) all equal to 1, then Bernoulli(exp(−r/den)) (γ ≤ 1).
+    """
+    q, r = np.divmod(num, den)
+    alive = np.ones(num.size, dtype=bool)
+    idx = np.flatnonzero(q > 0)
+    c = 0
+    while idx.size:
+        ok = _bern_exp1(idx.size, rng)
+        alive[idx[~ok]] = False
+        c += 1
+        idx = idx[ok]
+        idx = idx[q[idx] > c]
+    live = np.flatnonzero(alive)
+    if live.size:
+        alive[live] = _k_loop(r[live], den, 1, rng)
+    return alive
 
 
 def _bern_exp_product(x1: np.ndarray, d1: int, x2: np.ndarray, d2: int, rng: np.random.Generator) -> np.ndarray:
@@ -454,7 +481,8 @@ def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -
         x = rng.integers(0, 1 << 16, count, dtype=np.uint16)
         code_d = np.take(d_codes, x)
         more = np.flatnonzero(code_d == 3)
-        code_d[more] = _k_loop(x[more] % np.uint16(t), t, n_lev + 1, rng)
+        if more.size:
+            code_d[more] = _k_loop(x[more] % np.uint16(t), t, n_lev + 1, rng)
         u = x[code_d == 1] % np.uint16(t)
         count = u.size
     e = _bytes(count, rng)  # drawn for every D-survivor: a rejected byte discards its candidate
@@ -465,7 +493,8 @@ def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -
         u = u[keep]
     first = code_v == 1
     more = np.flatnonzero(code_v == 3)
-    first[more] = _k_loop(np.ones(more.size, dtype=np.uint8), 1, _K_INV + 1, rng)
+    if more.size:
+        first[more] = _k_loop(np.ones(more.size, dtype=np.uint8), 1, _K_INV + 1, rng)
     v = first.astype(np.int32)
     idx = np.flatnonzero(first)
     while idx.size:
@@ -551,26 +580,38 @@ def _gaussian_batch(n: int, d: int, count: int, rng: np.random.Generator) -> np.
     """Accepted draws of N_Z(0, σ² = n/d) from ``count`` candidates (CKS20 Alg. 3, one round).
 
     Proposal Y ~ Lap_Z(t), t = ⌊σ⌋ + 1; accept with probability exp(−(|Y| − σ²/t)²/(2σ²)).
-    With A = |Y|·d·t − n the exponent is A²/(2·n·d·t²) = (|A|/n)·(|A|/(2·d·t²)), a product of
-    two ratios of numbers that stay near the size of n, never the 4th power of σ.
+    With A = |Y|·d·t − n the exponent is A²/(2·n·d·t²): an exact int64 ratio when it fits
+    (:func:`_bern_exp_int`), otherwise the product (|A|/n)·(|A|/(2·d·t²)) of two ratios of numbers
+    near the size of n (:func:`_bern_exp_product`), in int64 or Python integers.
     """
     t = math.isqrt(n // d) + 1
     y = _laplace_batch(t, 1, count, rng).astype(np.int64, copy=False)
     ay = np.abs(y)
     dt, d2 = d * t, 2 * d * t * t
     accept = np.zeros(y.size, dtype=bool)
-    # Elements whose factors provably fit int64 (|A| ≤ a_max and j1, j2 ≤ 2^30).
-    if n <= _I61 and d2 <= _I61:
-        a_max = min(_I61, _J_MAX * n, _J_MAX * d2)
-        small = ay <= (n + a_max) // dt
-    else:
-        small = np.zeros(y.size, dtype=bool)
-    if small.any():
-        a = np.abs(ay[small] * dt - n)
-        accept[small] = _bern_exp_product(a, n, a, d2, rng)
-    if not small.all():  # rare: Python integers
-        a = np.abs(ay[~small].astype(object) * dt - n)
-        accept[~small] = _bern_exp_product(a, n, a, d2, rng)
+    todo = np.arange(y.size)
+    # Common case: A² and 2·n·d·t² both fit in int64, so γ is an exact int64 ratio.
+    if n * d2 <= _I62 and dt <= _I62:
+        a_lim = _INT_GAMMA_MAX_A  # |A| < 2^31 keeps A² < 2^62
+        fits = (ay >= -((a_lim - 1 - n) // dt)) & (ay <= (n + a_lim - 1) // dt)
+        sel = np.flatnonzero(fits)
+        a = ay[sel] * dt - n
+        accept[sel] = _bern_exp_int(a * a, n * d2, rng)
+        todo = np.flatnonzero(~fits)
+    if todo.size:
+        # Product form (|A|/n)·(|A|/(2dt²)): int64 while the factors provably fit, else Python integers.
+        rest = ay[todo]
+        if n <= _I61 and d2 <= _I61:
+            a_max = min(_I61, _J_MAX * n, _J_MAX * d2)
+            small = rest <= (n + a_max) // dt
+        else:
+            small = np.zeros(todo.size, dtype=bool)
+        if small.any():
+            a = np.abs(rest[small] * dt - n)
+            accept[todo[small]] = _bern_exp_product(a, n, a, d2, rng)
+        if not small.all():  # rare: Python integers
+            a = np.abs(rest[~small].astype(object) * dt - n)
+            accept[todo[~small]] = _bern_exp_product(a, n, a, d2, rng)
     return y[accept]
 
 

@@ -144,8 +144,19 @@ def test_gaussian_python_integer_path():
     assert _chi_square_p(draws, lambda x: noise.discrete_gaussian_pmf(x, sigma2)) > P_MIN
 
 
+def test_gaussian_product_form_int64_path():
+    """σ² ≈ 10^6 with a 2^20 denominator: 2·n·d·t² exceeds 2^62, so acceptance uses the product form."""
+    sigma2 = Fraction(10**6 * 2**20 + 1, 2**20)
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    assert sigma2.numerator * 2 * sigma2.denominator * t * t > 2**62
+    draws = noise.discrete_gaussian(sigma2, 200_000, rng=noise.seeded_rng(10))
+    assert _chi_square_p(draws, lambda x: noise.discrete_gaussian_pmf(x, sigma2)) > P_MIN
+    _check_moments(draws, lambda x: noise.discrete_gaussian_pmf(x, sigma2), float(sigma2))
+
+
 def test_gaussian_mixed_int64_and_python_integer_elements(monkeypatch):
-    """With the int64 bound forced low, large |Y| fall back to Python integers within one batch."""
+    """With the int64 bounds forced low, large |Y| fall back to Python integers within one batch."""
+    monkeypatch.setattr(noise, "_INT_GAMMA_MAX_A", 0)
     monkeypatch.setattr(noise, "_J_MAX", 1)
     calls = []
     real = noise._bern_exp_product
