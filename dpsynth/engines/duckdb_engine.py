@@ -84,8 +84,9 @@ class DuckDBEngine(Engine):
         import duckdb
 
         config: dict[str, Any] = {}
-        if self.memory_limit:
-            config["memory_limit"] = self.memory_limit
+        memory_limit = self.memory_limit or _limit_from_rlimit()
+        if memory_limit:
+            config["memory_limit"] = memory_limit
         if self.threads:
             config["threads"] = int(self.threads)
         if self.temp_directory:
@@ -146,6 +147,19 @@ class DuckDBEngine(Engine):
                                               max_dense_cells=max_dense_cells)
         finally:
             con.close()
+
+
+def _limit_from_rlimit() -> str | None:
+    """Under an address-space limit (ulimit -v, prlimit), let DuckDB use a third of it (it spills the rest)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return None
+    return f"{max(64, soft // 3 // 2**20)}MB"
 
 
 def _check_columns(schema: Schema, types: dict[str, str]) -> None:

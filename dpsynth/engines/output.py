@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,9 @@ def write_synthetic_csv(
     ]
     n = len(cells)
     options = pacsv.WriteOptions(include_header=True, quoting_style="needed", eol="\r\n")
-    with pacsv.CSVWriter(str(path), target, write_options=options) as writer:
-        if n == 0:
-            writer.write_table(target.empty_table())
+    # Arrow formats and writes chunk i on a second thread (it releases the GIL) while chunk i+1 is decoded.
+    with pacsv.CSVWriter(str(path), target, write_options=options) as writer, ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(writer.write_table, target.empty_table()) if n == 0 else None
         for start in range(0, n, chunk_rows):
             part = cells[start : start + chunk_rows]
             codes = np.unravel_index(part, schema.sizes)
@@ -72,8 +73,13 @@ def write_synthetic_csv(
                 else:
                     values = _decode_numeric(c, col, rng)
                     arrays.append(pa.array(values, type=target.field(j).type, from_pandas=True))
-            writer.write_table(pa.Table.from_arrays(arrays, schema=target))
+            table = pa.Table.from_arrays(arrays, schema=target)
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(writer.write_table, table)
             report(min(1.0, (start + len(part)) / n), f"Writing synthetic rows ({start + len(part):,} of {n:,})")
+        if pending is not None:
+            pending.result()
     return n
 
 

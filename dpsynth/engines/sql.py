@@ -47,7 +47,10 @@ NUMBER_RE = (
     "^[+-]?(([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
     "|[iI][nN][fF]([iI][nN][iI][tT][yY])?|[nN][aA][nN])$"
 )
-_WS_CODES = (32, 9, 10, 11, 12, 13)  # what str.strip() removes in ASCII
+_WS = "[ \\t\\n\\r\\x0B\\x0C]"  # what str.strip() removes in ASCII (regex class; RE2 and Java agree)
+PADDED_NUMBER_RE = f"{_WS}*[+-]?(([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|[iI][nN][fF]([iI][nN][iI][tT][yY])?|[nN][aA][nN]){_WS}*"
+BLANK_RE = f"{_WS}*"
+_WS_CODES = (32, 9, 10, 11, 12, 13)
 _NUMBER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "INT", "LONG", "SHORT", "BYTE")
 _BOOL_TYPES = ("BOOLEAN", "BOOL")
@@ -100,6 +103,11 @@ class _Ctx:
             return f"({expr} RLIKE {quote_str(NUMBER_RE, 'spark')})"
         return f"regexp_full_match({expr}, {quote_str(NUMBER_RE, 'duckdb')})"
 
+    def full_match(self, expr: str, pattern: str) -> str:
+        if self.dialect == "spark":
+            return f"({expr} RLIKE {quote_str('^(' + pattern + ')$', 'spark')})"
+        return f"regexp_full_match({expr}, {quote_str(pattern, 'duckdb')})"
+
     def try_double(self, expr: str) -> str:
         return f"TRY_CAST({expr} AS DOUBLE)" if self.dialect == "duckdb" else f"try_cast({expr} AS DOUBLE)"
 
@@ -144,9 +152,12 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
                 l2.append(f"(t_{j} IS NULL OR isnan(t_{j})) AS e_{j}")
                 l2.append(f"t_{j} AS v_{j}")
             else:
-                l1.append(f"{cx.trim(cx.text(x))} AS t_{j}")
-                l2.append(f"(t_{j} IS NULL OR t_{j} = '') AS e_{j}")
-                l2.append(f"CASE WHEN {cx.matches(f't_{j}')} THEN {cx.try_double(f't_{j}')} END AS v_{j}")
+                # one regex decides "a number (maybe padded)"; only the other rows pay for the blank test
+                l1.append(f"{cx.text(x)} AS t_{j}")
+                l1.append(f"{cx.full_match(cx.text(x), PADDED_NUMBER_RE)} AS m_{j}")
+                l2.append(f"CASE WHEN m_{j} THEN false ELSE (t_{j} IS NULL OR {cx.full_match(f't_{j}', BLANK_RE)}) END AS e_{j}")
+                padded = f"t_{j}" if dialect == "duckdb" else cx.trim(f"t_{j}")  # DuckDB's cast skips the padding itself
+                l2.append(f"CASE WHEN m_{j} THEN {cx.try_double(padded)} END AS v_{j}")
             empty = MISSING if col.missing else EMPTY_ERROR
             big = double(1.7976931348623157e308, dialect)
             l3.append(
@@ -173,12 +184,16 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
         else:
             ncat = len(col.categories)
             l1.append(f"{cx.text(x)} AS t_{j}")
-            l2.append(f"(t_{j} IS NULL OR {cx.trim(f't_{j}')} = '') AS e_{j}")
             if dialect == "duckdb":
-                l2.append(f"enum_code(TRY_CAST(t_{j} AS {enum_type_name(col)})) AS k_{j}")
+                l1.append(f"enum_code(TRY_CAST({cx.text(x)} AS {enum_type_name(col)})) AS k_{j}")
             else:
                 cats = cx.array([quote_str(c, dialect) for c in col.categories])
-                l2.append(f"(nullif(array_position({cats}, t_{j}), 0) - 1) AS k_{j}")
+                l1.append(f"(nullif(array_position({cats}, {cx.text(x)}), 0) - 1) AS k_{j}")
+            blank = f"(t_{j} IS NULL OR {cx.full_match(f't_{j}', BLANK_RE)})"
+            if any(not c.strip() for c in col.categories):  # a blank category: encode calls it empty first
+                l2.append(f"{blank} AS e_{j}")
+            else:  # a known category is never blank, so only unknown rows pay for the blank test
+                l2.append(f"CASE WHEN k_{j} IS NOT NULL THEN false ELSE {blank} END AS e_{j}")
             empty = MISSING if col.missing else EMPTY_ERROR
             unknown = {"missing": UNKNOWN_MISSING, "drop": UNKNOWN_DROP, "error": UNKNOWN_ERROR}[col.on_unknown]
             l3.append(f"CASE WHEN e_{j} THEN {empty} WHEN k_{j} IS NULL THEN {unknown} ELSE {OK} END AS st_{j}")
