@@ -97,6 +97,7 @@ def em_demo(state: AppState) -> None:
     st.latex(r"P(\text{choose } r) \propto \exp\!\Big(\frac{\varepsilon\, u(D, r)}{2\,\Delta u}\Big)")
     eps = st.slider("ε", 0.05, 5.0, 0.5, 0.05, key="mech_em_eps")
     default = pd.DataFrame({"option": ["flu", "asthma", "diabetes", "migraine"], "score": [30, 25, 20, 5]})
+    st.caption("Edit the options and their scores, or add rows, and watch the choices change.")
     table = st.data_editor(default, key="mech_em_table", num_rows="dynamic", hide_index=True)
     table = table.dropna()
     if table.empty:

@@ -26,7 +26,7 @@ def main() -> None:
 
 def sample_flow(url: str) -> None:
     """Every page with the bundled sample and one release."""
-    with browser_page(height=2400) as page:
+    with browser_page(height=1700) as page:
         page.goto(url)
         wait_idle(page)
         page.screenshot(path=str(OUT / "0_start.png"), full_page=True)
@@ -45,8 +45,16 @@ def sample_flow(url: str) -> None:
                 for button in page.get_by_role("button", name="Run the simulation").all():
                     button.click()
                     wait_idle(page, timeout=180_000)
+            # the app scrolls inside its own container, so a long page needs a tall window to be seen whole
+            page.set_viewport_size({"width": 1400, "height": 3400 if name == "5_utility" else 1700})
             page.wait_for_timeout(1500)  # plotly draws after the script ends
             page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+            if name == "8_mechanisms":
+                for tab in ["Gaussian", "Randomized response", "Exponential mechanism"]:
+                    page.get_by_role("tab", name=tab).click()
+                    page.wait_for_timeout(1200)
+                    slug = tab.lower().replace(" ", "_")
+                    page.screenshot(path=str(OUT / f"{name}_{slug}.png"), full_page=True)
 
 
 def upload_flow(url: str, tmp: Path) -> None:
