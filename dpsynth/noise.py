@@ -450,10 +450,16 @@ def _d_step_codes(t: int) -> tuple[np.ndarray, int]:
     X below the largest multiple of t·M splits into U = X mod t and W = ⌊X/t⌋ mod M, independent
     and uniform. D ~ Bernoulli(exp(−U/t)) by CKS20 Alg. 1: its K (first k with A_k = 0) has
     P(K > k | U) = (U/t)^k/k!, so with M = t^N·N!, "K > k  iff  W < U^k·t^(N−k)·N!/k!" for k ≤ N.
-    N = 2 when t·M = 2t³ ≤ 2^16, else 1. Codes: 0 = D is 0, 1 = D is 1, 2 = X rejected,
-    3 = K > N (the K-loop continues at k = N + 1).
+    N is the largest level count with t·M ≤ 2^16 that still accepts ≥ 90% of the X.
+    Entry = code | U << 2, codes: 0 = D is 0, 1 = D is 1, 2 = X rejected, 3 = K > N (the K-loop
+    continues at k = N + 1).
     """
-    n_lev = 2 if 2 * t**3 <= 1 << 16 else 1
+    n_lev = 1
+    while n_lev < 6:
+        span = t ** (n_lev + 2) * math.factorial(n_lev + 1)
+        if span > 1 << 16 or (1 << 16) % span > (1 << 16) // 10:
+            break
+        n_lev += 1
     m = t**n_lev * math.factorial(n_lev)
     x = np.arange(1 << 16, dtype=np.int64)
     u, w = x % t, (x // t) % m
@@ -461,9 +467,9 @@ def _d_step_codes(t: int) -> tuple[np.ndarray, int]:
         (w < u**k * t ** (n_lev - k) * (math.factorial(n_lev) // math.factorial(k))).astype(np.int64)
         for k in range(1, n_lev + 1)
     )
-    codes = np.where(k_minus_1 == n_lev, 3, (k_minus_1 + 1) & 1).astype(np.uint8)
+    codes = np.where(k_minus_1 == n_lev, 3, (k_minus_1 + 1) & 1)
     codes[x >= (1 << 16) - (1 << 16) % (t * m)] = 2
-    return codes, n_lev
+    return (codes | u << 2).astype(np.uint16), n_lev
 
 
 _D_STEP_CACHE: dict[int, tuple[np.ndarray, int]] = {}
@@ -478,17 +484,17 @@ def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -
     candidate (the survivors stay i.i.d. from the target); outcomes the tables leave open continue
     with the K-loop.
     """
-    if t not in _D_STEP_CACHE:
-        _D_STEP_CACHE[t] = _d_step_codes(t)
-    d_codes, n_lev = _D_STEP_CACHE[t]
     u = None
     if t > 1:
-        x = _words16(count, rng)
-        code_d = np.take(d_codes, x)
-        more = np.flatnonzero(code_d == 3)
+        if t not in _D_STEP_CACHE:
+            _D_STEP_CACHE[t] = _d_step_codes(t)
+        d_codes, n_lev = _D_STEP_CACHE[t]
+        packed = np.take(d_codes, _words16(count, rng))
+        more = np.flatnonzero((packed & 3) == 3)
         if more.size:
-            code_d[more] = _k_loop(x[more] % np.uint16(t), t, n_lev + 1, rng)
-        u = x[code_d == 1] % np.uint16(t)
+            done = _k_loop(packed[more] >> 2, t, n_lev + 1, rng)
+            packed[more] ^= np.where(done, 2, 3).astype(np.uint16)  # code 3 -> 1 (D = 1) or 0
+        u = packed[(packed & 3) == 1] >> 2
         count = u.size
     e = _bytes(count, rng)  # drawn for every D-survivor: a rejected byte discards its candidate
     code_v = np.take(_E1_CODES, e)
@@ -502,9 +508,11 @@ def _laplace_batch_bytes(t: int, s: int, count: int, rng: np.random.Generator) -
         first[more] = _k_loop(np.ones(more.size, dtype=np.uint8), 1, _K_INV + 1, rng)
     v = first.astype(np.int32)
     idx = np.flatnonzero(first)
-    while idx.size:
+    rounds = 1
+    while idx.size:  # V ≥ rounds for idx; the survivor sets are nested, so the last write is V
         idx = idx[_bern_exp1(idx.size, rng)]
-        v[idx] += 1
+        rounds += 1
+        v[idx] = rounds
     return _signed(t, s, u, v, e >= _K_INV_FACT)
 
 
