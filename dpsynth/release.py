@@ -221,7 +221,9 @@ def _bound_contributions(
         return df, {"unit": "record", "description": "one row of the table"}
     if id_column not in df.columns:
         raise InputError(f"The ID column {id_column!r} is not in the table.")
-    order = rng.permutation(len(df))
+    # the permutation's draws depend on n: take them from a child stream keyed by a fixed-size draw,
+    # so the generator used afterwards (noise, synthetic rows) is in a state independent of n
+    order = _child_rng(rng).permutation(len(df))
     shuffled = df.iloc[order]
     rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
     kept = shuffled[rank < k].drop(columns=[id_column])
@@ -231,6 +233,13 @@ def _bound_contributions(
         "max_rows_per_person": k,
         "description": f"all rows sharing a value of {id_column!r} (at most {k} kept per person, chosen at random)",
     }
+
+
+def _child_rng(rng: np.random.Generator) -> np.random.Generator:
+    """An independent ChaCha20 generator keyed by 256 bits of ``rng`` (always the same number of draws)."""
+    from randomgen import ChaCha
+
+    return np.random.Generator(ChaCha(key=int.from_bytes(rng.bytes(32), "little"), rounds=20))
 
 
 def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
