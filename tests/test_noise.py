@@ -172,6 +172,71 @@ def test_gaussian_mixed_int64_and_python_integer_elements(monkeypatch):
     assert _chi_square_p(draws, lambda x: noise.discrete_gaussian_pmf(x, sigma2)) > P_MIN
 
 
+# Every sampler regime: t = 1 (no U step); the table-driven first round with 1..5 inversion levels
+# (t ≤ 256); t > 256 (the general path); a float rounded to a ~2^20 denominator; s > 1 throughout.
+REGIME_SCALES = [Fraction(1, 3), 2, Fraction(32, 7), Fraction(33, 2), 255, 256, 257, 1 / 0.3]
+
+
+@pytest.mark.parametrize("scale", REGIME_SCALES, ids=str)
+def test_discrete_laplace_regimes(scale):
+    draws = noise.discrete_laplace(scale, 200_000, rng=noise.seeded_rng(303))
+    pmf = lambda x: noise.discrete_laplace_pmf(x, scale)  # noqa: E731
+    assert _chi_square_p(draws, pmf) > P_MIN
+    _check_moments(draws, pmf, _laplace_var(float(scale)))
+
+
+def _tail(gamma: Fraction, k: int) -> Fraction:
+    """P(K > k) = γ^k/k! for K of CKS20 Alg. 1."""
+    return gamma**k / math.factorial(k)
+
+
+@pytest.mark.parametrize("t", [2, 3, 5, 10, 11, 32, 33, 100, 255, 256])
+def test_d_step_table_is_exact(t):
+    """For each U the table's codes have exactly CKS20 Alg. 1's probabilities, and U is uniform."""
+    table, n_lev = noise._d_step_codes(t)
+    codes, us = table & 3, table >> 2
+    valid = codes != 2
+    per_u = np.bincount(us[valid], minlength=t)
+    assert per_u.size == t and (per_u == per_u[0]).all() and per_u[0] > 0
+    for u in range(t):
+        g = Fraction(u, t)
+        c = np.bincount(codes[valid & (us == u)], minlength=4)
+        p_odd = sum(_tail(g, k - 1) - _tail(g, k) for k in range(1, n_lev + 1, 2))
+        p_even = sum(_tail(g, k - 1) - _tail(g, k) for k in range(2, n_lev + 1, 2))
+        assert Fraction(int(c[1]), int(per_u[u])) == p_odd
+        assert Fraction(int(c[0]), int(per_u[u])) == p_even
+        assert Fraction(int(c[3]), int(per_u[u])) == _tail(g, n_lev)
+
+
+def test_exp_minus_one_table_is_exact():
+    """The byte table for Bernoulli(exp(−1)): K's law up to 5, and a fair, independent sign bit."""
+    codes = noise._E1_CODES
+    assert (codes[240:] == 2).all() and not (codes[:240] == 2).any()
+    one = Fraction(1)
+    for half in (range(0, 120), range(120, 240)):
+        c = np.bincount(codes[list(half)], minlength=4)
+        assert Fraction(int(c[1]), 120) == sum(_tail(one, k - 1) - _tail(one, k) for k in (1, 3, 5))
+        assert Fraction(int(c[3]), 120) == _tail(one, 5)
+    np.testing.assert_array_equal(codes[:120], codes[120:240])
+
+
+def _p_odd_given(g: float, k: int) -> float:
+    """P(K odd | K ≥ k) for CKS20 Alg. 1 with γ = g."""
+    tail = lambda j: g ** (j - k + 1) * math.factorial(k - 1) / math.factorial(j)  # P(K > j | K ≥ k)  # noqa: E731
+    return sum((1.0 if j == k else tail(j - 1)) - tail(j) for j in range(k, 40) if j % 2 == 1)
+
+
+@pytest.mark.parametrize(
+    "num,den,k",
+    [(7, 10, 3), (1, 1, 6), (3, 10, 1), (9, 10, 2), (200, 256, 2), (2**40 + 3, 2**41, 2), (2**62 - 5, 2**62 - 1, 1)],
+)
+def test_k_loop_continuation(num, den, k):
+    """The K-loop from step k (several steps per draw by inversion, or one per draw for large den)."""
+    n = 200_000
+    hits = int(noise._k_loop(np.full(n, num, dtype=np.int64), den, k, noise.seeded_rng(15)).sum())
+    assert _binomial_ok(hits, n, _p_odd_given(num / den, k))
+
+
 # --------------------------------------------------------------------------- Bernoulli primitives
 
 
@@ -199,8 +264,8 @@ def test_bern_exp_fraction(num, den):
 )
 def test_bern_exp_product(x1, d1, x2, d2):
     """Bernoulli(exp(−(x1/d1)(x2/d2))) without ever forming d1·d2."""
-    n = 200_000
     big = max(x1, x2, d1, d2) > 2**62
+    n = 60_000 if big else 200_000
     a1 = np.full(n, x1, dtype=object if big else np.int64)
     a2 = np.full(n, x2, dtype=object if big else np.int64)
     hits = int(noise._bern_exp_product(a1, d1, a2, d2, noise.seeded_rng(12)).sum())
@@ -393,10 +458,7 @@ _BANNED_NP_RANDOM = {"laplace", "normal", "exponential", "geometric", "seed", "d
 def _is_np_random(node: ast.AST) -> bool:
     """True for the expression ``np.random`` (or ``numpy.random``)."""
     return (
-        isinstance(node, ast.Attribute)
-        and node.attr == "random"
-        and isinstance(node.value, ast.Name)
-        and node.value.id in {"np", "numpy"}
+        isinstance(node, ast.Attribute) and node.attr == "random" and isinstance(node.value, ast.Name) and node.value.id in {"np", "numpy"}
     )
 
 
