@@ -11,6 +11,14 @@ Every draw is vectorised: a batch of candidates is pushed through batched reject
 round acting on the still-active indices only. Arithmetic stays in int64 where bounds prove it
 cannot overflow and moves to Python integers (object arrays) for the rare values that could.
 
+Speed without leaving exact integer arithmetic: random bits are the cost, so uniform integers below
+small bounds come from bytes with rejection, and the index K of Algorithm 1 (the first k whose
+Bernoulli(γ/k) fails; the outcome is [K odd]) is often decided several steps at once by inversion
+of its exact tail P(K > k) = γ^k/k! over a common integer denominator: precomputed tables for
+γ = 1 and for the first round of Algorithm 2 when t ≤ 256, one uniform draw otherwise. A draw that
+every candidate makes whatever happens may be rejected by discarding its candidate, which leaves
+the survivors i.i.d. from the target.
+
 Releases draw from :func:`secure_rng` (ChaCha20 keyed with 256 bits from the OS CSPRNG); seeded
 generators (:func:`seeded_rng`) are for tests and demos and :func:`is_secure` tells them apart.
 Not hardened against timing side channels (rejection samplers leak through run time; Jin et al.,
@@ -148,14 +156,16 @@ def _gaussian_sigma2(sigma2: float | Fraction) -> Fraction:
         raise InputError(f"σ² = {sigma2!r} is too large (at most 2^80).")
     if isinstance(sigma2, numbers.Rational):
         return f
+    # The largest denominator (≤ 2^20) that keeps 2·n·d·t² within int64, so that the acceptance
+    # test stays an exact int64 ratio (:func:`_gaussian_batch`); σ² only ever rounds up.
     max_den = _DEFAULT_MAX_DENOMINATOR
     while True:
         g = rational_at_least(f, max_den)
         n, d = g.numerator, g.denominator
         t = math.isqrt(n // d) + 1
-        if max_den == 1 or (n <= _I61 >> 4 and 2 * d * t * t <= _I61 >> 4):
+        if max_den == 1 or n * 2 * d * t * t <= _I62:
             return g
-        max_den >>= 4
+        max_den >>= 1
 
 
 def _shape(size: int | tuple[int, ...]) -> tuple[int, ...]:
@@ -176,8 +186,9 @@ def _check_rng(rng: np.random.Generator) -> None:
 def _below(high: int | np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform integers in [0, high) (high a scalar or a per-element array), exactly.
 
-    int64 via ``Generator.integers`` (Lemire's unbiased method) when high ≤ 2^62; otherwise
-    Python integers from concatenated 62-bit words, rejecting values ≥ high.
+    A scalar high ≤ 256 uses bytes with rejection (:func:`_uniform_byte`); up to 2^62,
+    ``Generator.integers`` (Lemire's unbiased method) in the narrowest dtype; beyond, Python
+    integers from concatenated 62-bit words, rejecting values ≥ high.
     """
     if isinstance(high, np.ndarray):
         if high.dtype != object:
@@ -297,12 +308,10 @@ def _geometric_e1(size: int, rng: np.random.Generator) -> np.ndarray:
     v = first.astype(np.int32)
     idx = np.flatnonzero(first)
     rounds = 1
-    while idx.size:
+    while idx.size:  # V ≥ rounds for idx; the survivor sets are nested, so the last write is V
         idx = idx[_bern_exp1(idx.size, rng)]
-        v[idx] += 1
         rounds += 1
-        if rounds >= 1 << 31:  # V ≤ rounds; P(V ≥ 2^31) = exp(−2^31), but int32 must not wrap silently
-            raise OverflowError("geometric run too long for int32")
+        v[idx] = rounds  # (an int beyond int32 would raise, never wrap)
     return v
 
 
@@ -335,9 +344,10 @@ def _k_loop(num: np.ndarray, den: int, k: int, rng: np.random.Generator) -> np.n
         x = x.astype(np.int64)
         power = x.copy()
         steps = np.zeros(idx.size, dtype=np.int64)  # #{j ∈ [k, top] : K > j}
-        for j in range(k, top + 1):  # over levels, not samples
+        for j in range(k, top + 1):  # over levels, not samples; every threshold is ≤ D ≤ 2^32
             steps += w < power * (den ** (top - j) * (math.factorial(top) // math.factorial(j)))
-            power *= x
+            if j < top:
+                power *= x
         done = steps <= top - k
         out[idx[done]] = ((k + steps[done]) & 1) == 1  # K = k + steps
         idx = idx[~done]
@@ -407,9 +417,7 @@ def _bern_exp_product(x1: np.ndarray, d1: int, x2: np.ndarray, d2: int, rng: np.
     return alive
 
 
-def _bern_exp_ratios(
-    x1: np.ndarray, h1: int | np.ndarray, x2: np.ndarray, h2: int | np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
+def _bern_exp_ratios(x1: np.ndarray, h1: int | np.ndarray, x2: np.ndarray, h2: int | np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(exp(−(x1/h1)·(x2/h2))) for 0 ≤ x_i ≤ h_i (h_i scalar or per element): CKS20 Alg. 1.
 
     A_k ~ Bernoulli(γ/k) = Bernoulli(x1/(h1·k)) AND Bernoulli(x2/h2), for k = 1, 2, ... until one
@@ -464,8 +472,7 @@ def _d_step_codes(t: int) -> tuple[np.ndarray, int]:
     x = np.arange(1 << 16, dtype=np.int64)
     u, w = x % t, (x // t) % m
     k_minus_1 = sum(
-        (w < u**k * t ** (n_lev - k) * (math.factorial(n_lev) // math.factorial(k))).astype(np.int64)
-        for k in range(1, n_lev + 1)
+        (w < u**k * t ** (n_lev - k) * (math.factorial(n_lev) // math.factorial(k))).astype(np.int64) for k in range(1, n_lev + 1)
     )
     codes = np.where(k_minus_1 == n_lev, 3, (k_minus_1 + 1) & 1)
     codes[x >= (1 << 16) - (1 << 16) % (t * m)] = 2

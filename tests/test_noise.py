@@ -317,9 +317,12 @@ def test_dtype_and_shape(sampler, size, shape):
 @pytest.mark.parametrize("sampler", [noise.discrete_laplace, noise.discrete_gaussian])
 def test_float_parameter_equals_its_rounded_fraction(sampler):
     """A float parameter is sampled as the rational it is rounded up to (same seed, same draws)."""
-    for x in (0.5, 0.3, 1 / 0.7):
+    rounded = noise.rational_at_least if sampler is noise.discrete_laplace else noise._gaussian_sigma2
+    for x in (0.5, 0.3, 1 / 0.7, 1e4 + 0.1):
+        f = rounded(x)
+        assert Fraction(x) <= f < Fraction(x) * (1 + Fraction(1, 10**6))  # rounded up, and barely
         a = sampler(x, 1000, rng=noise.seeded_rng(3))
-        b = sampler(noise.rational_at_least(x), 1000, rng=noise.seeded_rng(3))
+        b = sampler(f, 1000, rng=noise.seeded_rng(3))
         np.testing.assert_array_equal(a, b)
 
 
