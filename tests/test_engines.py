@@ -316,3 +316,13 @@ def test_cli_engine_flag(files: dict, tmp_path, capsys: pytest.CaptureFixture) -
     assert main([*base, "--engine", "duckdb", "--method", "marginals"]) == 2
     assert "--engine pandas" in capsys.readouterr().err
     assert main([*base, "--engine", "pandas", "--threshold", "3"]) == 2
+
+
+def test_marginals_from_one_scan(files: dict) -> None:
+    schema = edge_schema()
+    counts = get_engine("duckdb").count(files["parquet"], schema, max_dense_cells=10)  # sparse
+    assert counts.is_sparse and counts.report.rows_dropped == 0
+    for names in (["colour"], ["w", "x"], ["age", "colour", "x"]):
+        np.testing.assert_array_equal(counts.marginal(names), reference(files["df"], schema.select(names)).dense)
+    codes, cnt = counts.occupied_codes()
+    assert codes.shape == (len(cnt), 4) and cnt.sum() == len(files["df"]) - counts.report.rows_dropped

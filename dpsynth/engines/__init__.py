@@ -34,7 +34,7 @@ import numpy as np
 from dpsynth.binning import ColumnReport, EncodingReport
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+from dpsynth.schema import NumericColumn, Schema
 
 Progress = Callable[[float, str], None]
 ENGINES: tuple[str, ...] = ("pandas", "duckdb", "spark")
@@ -87,6 +87,25 @@ class CellCounts:
             return self.cells, self.counts
         idx = np.flatnonzero(self.dense)
         return idx.astype(np.int64), self.dense[idx]
+
+    def occupied_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(cell codes of the occupied cells, one row per cell and one column per schema column; their counts).
+
+        A weighted stand-in for the per-row codes of :func:`dpsynth.binning.encode`: every
+        marginal of the table is a projection of these, so one scan serves all marginals.
+        """
+        idx, cnt = self.occupied()
+        if len(idx) == 0:
+            return np.zeros((0, len(self.schema.columns)), dtype=np.int64), cnt
+        return np.stack(np.unravel_index(idx, self.schema.sizes), axis=1).astype(np.int64), cnt
+
+    def marginal(self, names: list[str]) -> np.ndarray:
+        """Exact counts of the marginal on ``names`` (dense, row-major over their cells), from one scan."""
+        sub = self.schema.select(names)
+        pos = [self.schema.names.index(n) for n in names]
+        codes, cnt = self.occupied_codes()
+        flat = np.ravel_multi_index(tuple(codes[:, pos].T), sub.sizes) if len(cnt) else np.zeros(0, dtype=np.int64)
+        return np.bincount(flat, weights=cnt, minlength=sub.n_cells).astype(np.int64)
 
     @classmethod
     def from_cell_index(
@@ -224,7 +243,4 @@ def column_errors(schema: Schema, flag_values: list[np.ndarray], counts: np.ndar
     return out
 
 
-__all__ = [
-    "ENGINES", "CellCounts", "Engine", "get_engine", "default_engine", "check_indexable", "strides",
-    "CategoricalColumn", "NumericColumn",
-]
+__all__ = ["ENGINES", "CellCounts", "Engine", "get_engine", "default_engine", "check_indexable", "strides"]
