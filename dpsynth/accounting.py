@@ -21,7 +21,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,42 +104,72 @@ _MAGIC = "dpsynth-ledger-v1"
 
 
 class Ledger:
-    """An SQLite file recording every spend per dataset, enforcing each dataset's total budget."""
+    """An SQLite file recording every spend per dataset, enforcing each dataset's total budget.
+
+    The file is created only by this constructor (with ``create=True``), atomically: the tables are
+    written to a temporary file that is then hard-linked into place, so the path either does not
+    exist or holds a complete ledger. Every other access opens it read-write *without* creating
+    it, so a ledger deleted or moved while in use is reported, not silently recreated empty; and a
+    ledger this process has already opened is never recreated, even with ``create=True``.
+    """
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
         self.created = False
+        key = _key(self.path)
         if not self.path.exists():
             if not create:
                 raise LedgerError(f"The privacy ledger {str(self.path)!r} does not exist.")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.created = True
+            if key in _OPENED:
+                raise LedgerError(
+                    f"The privacy ledger {str(self.path)!r} was in use and has disappeared; it was not recreated"
+                    " (an empty ledger would reset every budget). Restore it from a backup before releasing anything."
+                )
+            self.created = _create(self.path)
         try:
-            with self._connect() as con:
-                if self.created:
-                    con.executescript(_SCHEMA_SQL)
-                    con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_MAGIC,))
+            size = self.path.stat().st_size
+        except OSError as exc:
+            raise LedgerError(f"The privacy ledger {str(self.path)!r} cannot be read: {exc.strerror}.") from None
+        if size == 0:
+            raise LedgerError(
+                f"The privacy ledger {str(self.path)!r} is empty (0 bytes), perhaps truncated; it was not reset."
+                " Restore it from a backup before releasing anything."
+            )
+        try:
+            with closing(self._connect()) as con:
                 row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if not row or row[0] != _MAGIC:
                     raise LedgerError(f"{str(self.path)!r} is not a dpsynth ledger.")
                 ok = con.execute("PRAGMA quick_check").fetchone()
                 if not ok or ok[0] != "ok":
                     raise LedgerError(f"The privacy ledger {str(self.path)!r} is corrupt: {ok}.")
+                # NaN compares false, so it is caught too: a spend that is not ≥ 0 would give budget back
+                bad = con.execute("SELECT COUNT(*) FROM spends WHERE NOT (epsilon >= 0 AND delta >= 0)").fetchone()[0]
+                if bad:
+                    raise LedgerError(
+                        f"The privacy ledger {str(self.path)!r} has {bad} spend(s) with a negative or missing ε or δ;"
+                        " it has been altered. Restore it from a backup before releasing anything."
+                    )
         except sqlite3.DatabaseError as exc:
             raise LedgerError(
                 f"The privacy ledger {str(self.path)!r} is corrupt or unreadable ({exc}); it was not"
                 " reset. Restore it from a backup before releasing anything."
             ) from None
+        _OPENED.add(key)
 
     def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        # mode=rw: never create the file here (sqlite3.connect would make an empty one)
+        con = sqlite3.connect(self.path.absolute().as_uri() + "?mode=rw", uri=True, timeout=30.0, isolation_level=None)
         con.execute("PRAGMA synchronous = FULL")
         con.execute("PRAGMA foreign_keys = ON")
         return con
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        con = self._connect()
+        try:
+            con = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"The privacy ledger {str(self.path)!r} could not be opened: {exc}.") from None
         try:
             for attempt in range(100):
                 try:
@@ -153,7 +183,8 @@ class Ledger:
                 yield con
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"The privacy ledger {str(self.path)!r} could not be written: {exc}.") from None
@@ -256,6 +287,69 @@ class Ledger:
             raise LedgerError(f"The privacy ledger {str(self.path)!r} is corrupt or unreadable: {exc}.") from None
         finally:
             con.close()
+
+
+#: Ledgers opened by this process: one that disappears is reported, never recreated.
+_OPENED: set[str] = set()
+
+
+def _key(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def _create(path: Path) -> bool:
+    """Create a complete, empty ledger at ``path`` atomically; False if another process was first.
+
+    The tables are written and fsynced in a temporary file beside ``path``, which is then
+    hard-linked to ``path`` (``link`` fails if the path exists, so a ledger is never overwritten).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.creating")
+    try:
+        with closing(sqlite3.connect(tmp, isolation_level=None)) as con:
+            con.execute("PRAGMA synchronous = FULL")
+            con.executescript("BEGIN;" + _SCHEMA_SQL + "COMMIT;")
+            con.execute("INSERT INTO meta VALUES ('format', ?)", (_MAGIC,))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+            created = True
+        except FileExistsError:
+            created = False
+        except OSError:
+            # no hard links on this file system: exclusive create, then copy (not atomic, but never overwrites)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as out:
+                out.write(tmp.read_bytes())
+                out.flush()
+                os.fsync(out.fileno())
+            created = True
+        _fsync_dir(path.parent)
+        return created
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"A new privacy ledger could not be created at {str(path)!r}: {exc}.") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def default_ledger_path() -> Path:
