@@ -52,7 +52,10 @@ def main() -> None:
 
     out = np.asarray(pd.DataFrame(out, columns=names).to_numpy(), dtype=np.int64)
     version = _common.versions("smartnoise-synth", "mbi")
-    _common.finish(args, schema, out, args.peer, version, seconds)
+    # Not timed: a second draw from the fitted model, to check the sampler against the model.
+    model = synth.synthesizer
+    gap = _common.sampler_gap(model, model.synthetic_data(rows=len(codes)), list(model.domain.attrs))
+    _common.finish(args, schema, out, args.peer, version, seconds, **gap)
 
 
 if __name__ == "__main__":

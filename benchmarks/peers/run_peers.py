@@ -39,19 +39,15 @@ PEERS: dict[str, tuple[str, str, bool]] = {
     "mst": ("snsynth", "peer_snsynth.py", True),
     "aim": ("snsynth", "peer_snsynth.py", True),
     "privbayes": ("datasynthesizer", "peer_privbayes.py", False),
-    # The same smartnoise-synth MST/AIM code, installed --no-deps over Private-PGM mbi 2.0.0.
-    "mst-mbi2": ("mbi2", "peer_snsynth.py", True),
-    "aim-mbi2": ("mbi2", "peer_snsynth.py", True),
+    # MST written from the paper on Private-PGM mbi 2.0.0 (PyPI ships no mechanisms).
+    "mst-mbi2": ("mbi2", "peer_mbi2.py", True),
 }
 
 # Installed in order into each environment; the lock file pins every transitive package.
 ENV_STEPS: dict[str, list[list[str]]] = {
     "snsynth": [["-r", "requirements/snsynth.txt"]],
     "datasynthesizer": [["-r", "requirements/datasynthesizer.txt"]],
-    "mbi2": [
-        ["-r", "requirements/mbi2.txt"],
-        ["--no-deps", "smartnoise-synth==1.0.8"],
-    ],
+    "mbi2": [["-r", "requirements/mbi2.txt"]],
 }
 
 
@@ -96,6 +92,27 @@ def run_one(peer: str, data: Path, schema: Path, eps: float, delta: float, seed:
     return rec
 
 
+def baselines(real: np.ndarray, sizes: list[int], dataset: str, seeds: list[int],
+              results: str) -> list[dict]:
+    """Non-private reference rows: bootstrap resample of the real rows, and each column drawn
+    independently from its real 1-way marginal (same n)."""
+    n, d = real.shape
+    out = []
+    for seed in seeds:
+        rng = np.random.default_rng(1000 + seed)
+        for name, synth in (
+            ("resample", real[rng.integers(0, n, n)]),
+            ("independent", np.stack([real[rng.integers(0, n, n), j] for j in range(d)], axis=1)),
+        ):
+            rec = {"peer": name, "version": "non-private baseline", "dataset": dataset, "epsilon": None,
+                   "delta": None, "seed": seed, **scoring.score(real, synth, sizes), "seconds": None,
+                   "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            with open(results, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            out.append(rec)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     shared = REPO.parent / "shared" / "data"
@@ -109,6 +126,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=None, help="seconds per peer run")
     ap.add_argument("--results", default=str(HERE / "results.jsonl"))
     ap.add_argument("--keep", default=None, help="directory to keep the synthetic CSVs in")
+    ap.add_argument("--baselines", action="store_true",
+                    help="also score resampled real rows (the floor) and independent columns (not private)")
     ap.add_argument("--setup-only", action="store_true", help="create the environments and stop")
     args = ap.parse_args()
 
@@ -139,6 +158,8 @@ def main() -> None:
         real = scoring.encode(real_df, schema)
 
         rows = []
+        if args.baselines:
+            rows += baselines(real, sizes, dataset, [int(s) for s in args.seeds.split(",")], args.results)
         for peer in peers:
             for eps in [float(e) for e in args.epsilons.split(",")]:
                 for seed in [int(s) for s in args.seeds.split(",")]:
@@ -155,18 +176,20 @@ def main() -> None:
                         synth = scoring.encode(scoring.read_csv(r["out"], schema), schema)
                         rec.update(scoring.score(real, synth, sizes), seconds=r["seconds"],
                                    wall=round(r["wall"], 1))
+                        rec.update({k: v for k, v in r.items() if k.startswith("sampler_gap")})
                     rec["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                     print(json.dumps(rec), flush=True)
                     with open(args.results, "a") as f:
                         f.write(json.dumps(rec) + "\n")
                     rows.append(rec)
 
-    print(f"\n{'peer':<10} {'eps':>5} {'seed':>4} {'tvd2':>7} {'tvd3':>7} {'seconds':>8}  version")
+    print(f"\n{'peer':<11} {'eps':>5} {'seed':>4} {'tvd2':>7} {'tvd3':>7} {'seconds':>8}  version")
     for r in rows:
         t2 = "   err" if r["tvd2"] is None else f"{r['tvd2']:.4f}"
         t3 = "   err" if r["tvd3"] is None else f"{r['tvd3']:.4f}"
         sec = "-" if r["seconds"] is None else f"{r['seconds']:.0f}"
-        print(f"{r['peer']:<10} {r['epsilon']:>5g} {r['seed']:>4} {t2:>7} {t3:>7} {sec:>8}  "
+        eps = "-" if r["epsilon"] is None else f"{r['epsilon']:g}"
+        print(f"{r['peer']:<11} {eps:>5} {r['seed']:>4} {t2:>7} {t3:>7} {sec:>8}  "
               f"{r['version'] or r.get('error', '')}")
 
 
