@@ -89,10 +89,11 @@ def seeded_rng(seed: int) -> np.random.Generator:
 
 
 def is_secure(rng: np.random.Generator) -> bool:
-    """True only for generators made by :func:`secure_rng`."""
-    if type(rng) is not _SecureGenerator or type(rng.bit_generator) is not ChaCha:
-        return False
-    return rng.bit_generator.state["state"]["rounds"] >= 20
+    """True only for generators made by :func:`secure_rng` (the class is private to this module).
+
+    Deliberately does not read ``bit_generator.state``, which would copy the key into a dict.
+    """
+    return type(rng) is _SecureGenerator and type(rng.bit_generator) is ChaCha
 
 
 # --------------------------------------------------------------------------- rationals
