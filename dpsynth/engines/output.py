@@ -42,6 +42,16 @@ def _arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _address_space_limited() -> bool:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return False
+    return soft not in (resource.RLIM_INFINITY,) and soft > 0
+
+
 def write_synthetic_csv(
     cells: np.ndarray, schema: Schema, path: str | Path, *, rng: np.random.Generator,
     chunk_rows: int = CHUNK_ROWS, progress: Callable[[float, str], None] | None = None,
@@ -51,6 +61,10 @@ def write_synthetic_csv(
     Post-processing of released cells: adds no privacy loss.
     """
     report = progress or (lambda _f, _m: None)
+    if _address_space_limited():
+        # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
+        # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.
+        pa.set_memory_pool(pa.system_memory_pool())
     target = _arrow_schema(schema)
     labels = [
         pa.array([str(escape_cell(c)) for c in col.categories] + [None], type=pa.string())
