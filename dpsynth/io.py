@@ -12,8 +12,10 @@ leading ``= + - @``, tab, CR, NUL) by prefixing ``'``; numbers stay numbers.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,9 @@ def read_table(source: str | Path | bytes, name: str | None = None, *, limits: L
     """Read CSV, Parquet or Excel into a DataFrame of text cells (empty cell → missing).
 
     ``source`` is a path or the uploaded bytes; ``name`` (the file name) picks the format.
+    Time and memory are bounded by the limits: a file is refused as soon as a limit is seen to
+    be crossed (CSV rows are counted while streaming, Parquet and Excel sizes are read from
+    their metadata before anything is expanded).
     """
     if isinstance(source, str | Path):
         path = Path(source)
@@ -65,71 +70,182 @@ def read_table(source: str | Path | bytes, name: str | None = None, *, limits: L
     suffix = Path(name).suffix.lower()
     if data[:2] == b"\x1f\x8b":
         raise InputError(f"{name} is gzip-compressed; decompress it and upload the plain file.")
+    if data[:3] == b"BZh" or data[:6] == b"\xfd7zXZ\x00" or data[:4] == b"\x28\xb5\x2f\xfd":
+        raise InputError(f"{name} is compressed (bzip2, xz or zstd); decompress it and upload the plain file.")
+    header: list[str] | None = None
     if suffix in {".parquet", ".pq"}:
-        df = _read_parquet(data, name)
+        df = _read_parquet(data, name, limits)
     elif suffix in {".xlsx", ".xlsm"}:
-        df = _read_excel(data, name, limits)
+        df, header = _read_excel(data, name, limits)
     else:
         if data[:4] == b"PK\x03\x04":
             raise InputError(f"{name} is a zip archive (perhaps an Excel file); name it .xlsx or upload a CSV.")
         if data[:4] == b"PAR1":
             raise InputError(f"{name} is a Parquet file; name it .parquet.")
-        df = _read_csv(data, name, limits)
-    _check_shape(df, name, limits)
+        df, header = _read_csv(data, name, limits)
+    _check_shape(df, name, limits, header)
     return df
 
 
-def _decode_text(data: bytes, name: str) -> str:
+def _utf8(data: bytes, name: str) -> bytes:
+    """The file as UTF-8 bytes without a byte-order mark; a clear error for any other encoding.
+
+    Validation streams through an incremental decoder, so no second copy of a large file is held.
+    """
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        raise InputError(f"{name} is UTF-32 text; save it as CSV UTF-8 and upload it again.")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
             text = data.decode("utf-16")
         except UnicodeDecodeError as exc:
             raise InputError(f"{name} starts with a UTF-16 mark but is not valid UTF-16 (byte {exc.start}).") from None
-    else:
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            raise InputError(
-                f"{name} is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} cannot be decoded."
-                " Save the file as CSV UTF-8 and upload it again."
-            ) from None
-    nul = text.find("\0")
+        data = text.encode("utf-8")
+        del text
+    elif data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    nul = data.find(b"\x00")
     if nul >= 0:
-        line = text.count("\n", 0, nul) + 1
-        raise InputError(f"{name} contains a NUL byte on line {line}; it is not a text CSV file.")
-    return text
+        head = data[:4096]
+        if head.count(b"\x00") * 3 > len(head):
+            raise InputError(f"{name} looks like UTF-16 text without a byte-order mark; save it as CSV UTF-8 and upload"
+                             " it again.")
+        raise InputError(f"{name} contains a NUL byte on line {_line(data, nul)}; it is not a text CSV file.")
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    step = 1 << 24
+    for start in range(0, len(data), step):
+        try:
+            decoder.decode(data[start: start + step], final=start + step >= len(data))
+        except UnicodeDecodeError as exc:
+            at = start + exc.start
+            raise InputError(
+                f"{name} is not UTF-8 text: byte 0x{data[at]:02x} on line {_line(data, at)} cannot be"
+                " decoded. Save the file as CSV UTF-8 and upload it again."
+            ) from None
+    return data
 
 
-def _read_csv(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
-    text = _decode_text(data, name)
-    first_line = text.split("\n", 1)[0]
+def _line(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _header(data: bytes, name: str, limits: Limits) -> tuple[str, list[str]]:
+    """The delimiter and the header's field names, read by the csv module from the file's start."""
+    head = data[: 1 << 22].decode("utf-8", errors="replace")
+    first_line = head.split("\n", 1)[0]
     try:
-        dialect = csv.Sniffer().sniff(first_line[:10_000], delimiters=",;\t|")
-        sep = dialect.delimiter
+        sep = csv.Sniffer().sniff(first_line[:10_000], delimiters=",;\t|").delimiter
     except csv.Error:
         sep = ","
     if first_line.count(sep) + 1 > limits.max_columns:
         raise InputError(f"{name} has {first_line.count(sep) + 1:,} columns, more than the {limits.max_columns:,} limit.")
     try:
-        df = pd.read_csv(
-            io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-            on_bad_lines="error", engine="c", nrows=limits.max_rows + 1, compression=None,
-            skip_blank_lines=True,
+        fields = next(csv.reader(io.StringIO(head, newline=""), delimiter=sep, quotechar='"', doublequote=True, strict=True))
+    except StopIteration:
+        raise InputError(f"{name} has no header row.") from None
+    except csv.Error as exc:
+        if "field larger" in str(exc):
+            raise InputError(f"{name}: a column name is longer than {limits.max_cell_chars:,} characters.") from None
+        raise InputError(f"{name}: the header row is not well-formed CSV ({exc}).") from None
+    return sep, fields
+
+
+_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
+
+
+def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, list[str]]:
+    """Strict RFC 4180 parsing (pyarrow, streamed): every row must have the header's number of fields;
+    stops as soon as the row limit is crossed."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    body = _utf8(data, name)
+    sep, header = _header(body, name, limits)
+    if len(header) > limits.max_columns:
+        raise InputError(f"{name} has {len(header):,} columns, more than the {limits.max_columns:,} limit.")
+    _check_header(header, name, limits)
+    _check_quotes(body, sep, name)
+    # a row (all its cells) must fit a block; cells are capped far below this anyway
+    block = max(1 << 20, min(64 << 20, 2 * limits.max_cell_chars * max(1, len(header)) + (1 << 16)))
+    try:
+        reader = pacsv.open_csv(
+            io.BytesIO(body),
+            read_options=pacsv.ReadOptions(use_threads=False, block_size=block, encoding="utf8"),
+            parse_options=pacsv.ParseOptions(delimiter=sep, quote_char='"', double_quote=True, escape_char=False,
+                                             newlines_in_values=True, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header}, null_values=[""],
+                                                 strings_can_be_null=True, quoted_strings_can_be_null=True),
         )
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{name} has no header row and no data.") from None
-    except pd.errors.ParserError as exc:
-        msg = str(exc).strip().splitlines()[-1]
-        if "EOF inside string" in msg:
-            raise InputError(f"{name} has an unclosed quote ({msg.replace('Error tokenizing data. C error: ', '')}).") from None
-        raise InputError(f"{name} is not a well-formed CSV: {msg.replace('Error tokenizing data. C error: ', '')}.") from None
-    if len(df) > limits.max_rows:
-        raise InputError(f"{name} has more than {limits.max_rows:,} rows; use the command line with the DuckDB engine.")
-    return df
+        batches, rows = [], 0
+        for batch in reader:
+            rows += batch.num_rows
+            if rows > limits.max_rows:
+                raise InputError(f"{name} has more than {limits.max_rows:,} rows; use the command line with the"
+                                 " DuckDB engine.")
+            batches.append(batch)
+        table = pa.Table.from_batches(batches, schema=reader.schema)
+    except pa.ArrowInvalid as exc:
+        raise InputError(_csv_problem(str(exc), name, len(header), block)) from None
+    if table.column_names != header or any(t != pa.string() for t in table.schema.types):
+        raise InputError(f"{name}: the header row could not be read consistently; check its quotes.")
+    df = table.to_pandas()
+    del table
+    return df, header
 
 
-def _read_parquet(data: bytes, name: str) -> pd.DataFrame:
+def _check_quotes(body: bytes, sep: str, name: str) -> None:
+    """A quote that opens a field and is never closed would swallow the rest of the file into one cell
+    (pyarrow accepts it at the end of the file): refuse it, naming the line where it opens."""
+    if body.count(b'"') % 2 == 0:
+        return
+    q = body.rfind(b'"')
+    if q == 0 or body[q - 1: q] in (sep.encode(), b"\n", b"\r"):
+        line = _line(body, q)
+        raise InputError(f"{name} has an unclosed quote: the quote that opens a value on line {line} is never closed.")
+
+
+def _csv_problem(msg: str, name: str, expected: int, block: int) -> str:
+    m = _ROW.search(msg)
+    if m:
+        row, got = int(m.group(1)) - 1, int(m.group(3))
+        text = msg.split(":", 2)[-1] if msg.count(":") >= 2 else ""
+        if text.count('"') % 2 == 1 or got < expected and '"' in text:
+            return f"{name} has an unclosed quote starting in row {row}."
+        return f"{name}: Expected {expected} fields (one per column of the header), but row {row} has {got}."
+    if "straddling" in msg or "block" in msg:
+        return f"{name} has a row longer than {block / 2**20:,.0f} MB."
+    if "UTF8" in msg or "utf8" in msg.lower():
+        return f"{name} is not UTF-8 text."
+    return f"{name} is not a well-formed CSV file ({msg.splitlines()[0][:200]})."
+
+
+def _check_header(header: list[str], name: str, limits: Limits) -> None:
+    seen: set[str] = set()
+    for i, c in enumerate(header):
+        if not c.strip():
+            raise InputError(f"{name} has a column with an empty header (column {i + 1}).")
+        if len(c) > limits.max_cell_chars:
+            raise InputError(f"{name}: the name of column {i + 1} is longer than {limits.max_cell_chars:,} characters.")
+        if c in seen:
+            raise InputError(f"{name} has two columns named {c!r}.")
+        seen.add(c)
+
+
+def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
+    """Refuse from the footer's metadata (rows, columns, uncompressed size) before decoding anything."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    except Exception as exc:  # pyarrow raises many types for a broken file
+        raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
+    if meta.num_columns > limits.max_columns:
+        raise InputError(f"{name} has {meta.num_columns:,} columns, more than the {limits.max_columns:,} limit.")
+    if meta.num_rows > limits.max_rows:
+        raise InputError(f"{name} has {meta.num_rows:,} rows, more than the {limits.max_rows:,} limit.")
+    expanded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if expanded > limits.max_bytes:
+        raise InputError(f"{name} expands to {expanded / 2**20:,.0f} MB when decoded, more than the"
+                         f" {limits.max_bytes / 2**20:,.0f} MB limit.")
     try:
         df = pd.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow raises many types for a broken file
@@ -137,61 +253,58 @@ def _read_parquet(data: bytes, name: str) -> pd.DataFrame:
     return df
 
 
-def _read_excel(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
+def _read_excel(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, list[str]]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             total = sum(i.file_size for i in zf.infolist())
     except zipfile.BadZipFile:
         raise InputError(f"{name} is not a valid Excel (.xlsx) file.") from None
+    # zipfile never inflates a member beyond its declared size, so the declared total bounds the work
     if total > limits.max_bytes or total > MAX_XLSX_RATIO * max(1, len(data)):
         raise InputError(f"{name} expands to {total / 2**20:,.0f} MB when unzipped; refusing a possible zip bomb.")
     try:
-        df = pd.read_excel(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], nrows=limits.max_rows + 1)
+        raw = pd.read_excel(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], header=None,
+                            nrows=limits.max_rows + 2)
     except Exception as exc:  # openpyxl raises many types for a broken file
-        raise InputError(f"{name} could not be read as Excel ({type(exc).__name__}).") from None
+        raise InputError(f"{name} could not be read as Excel ({type(exc).__name__}); the file may be damaged.") from None
+    if raw.empty:
+        raise InputError(f"{name} has no header row and no data.")
+    header = ["" if pd.isna(v) else str(v) for v in raw.iloc[0]]
+    _check_header(header, name, limits)
+    df = raw.iloc[1:].reset_index(drop=True)
+    df.columns = header
     if len(df) > limits.max_rows:
         raise InputError(f"{name} has more than {limits.max_rows:,} rows.")
-    return df
+    return df, header
 
 
-def _check_shape(df: pd.DataFrame, name: str, limits: Limits) -> None:
+def _check_shape(df: pd.DataFrame, name: str, limits: Limits, header: list[str] | None = None) -> None:
     cols = [str(c) for c in df.columns]
     if len(cols) > limits.max_columns:
         raise InputError(f"{name} has {len(cols):,} columns, more than the {limits.max_columns:,} limit.")
     if len(df) == 0:
         raise InputError(f"{name} has a header but no data rows.")
-    seen: set[str] = set()
-    for c in cols:
-        if c.startswith("Unnamed:"):
-            raise InputError(f"{name} has a column with an empty header (column {cols.index(c) + 1}).")
-        if c in seen:
-            raise InputError(f"{name} has two columns named {c!r}.")
-        seen.add(c)
-    dupes = _pandas_mangled_duplicates(cols)
-    if dupes:
-        raise InputError(f"{name} has two columns named {dupes[0]!r}.")
-    text_cols = [c for c in df.columns if df[c].dtype == object or str(df[c].dtype) == "string"]
-    for c in text_cols:
+    _check_header(header if header is not None else cols, name, limits)
+    for c in df.columns:
+        if pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype):
+            continue
         lengths = df[c].astype("string").str.len()
-        if len(lengths) and lengths.max(skipna=True) > limits.max_cell_chars:
+        longest = lengths.max(skipna=True)
+        if len(lengths) and pd.notna(longest) and longest > limits.max_cell_chars:
             row = int(lengths.to_numpy(dtype=float, na_value=0).argmax()) + 1
             raise InputError(f"{name}: a cell of column {c!r} (row {row}) is longer than {limits.max_cell_chars:,} characters.")
 
 
-def _pandas_mangled_duplicates(cols: list[str]) -> list[str]:
-    """pandas renames a repeated header 'a' to 'a.1'; report the original name."""
-    s = set(cols)
-    out = []
-    for c in cols:
-        head, _, tail = c.rpartition(".")
-        if head and tail.isdigit() and head in s:
-            out.append(head)
-    return out
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 
 
 def escape_cell(value: object) -> object:
-    """Prefix ``'`` to a text cell that a spreadsheet would treat as a formula; leave numbers alone."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    """Prefix ``'`` to a text cell that a spreadsheet would treat as a formula; leave numbers alone.
+
+    A text cell that is a plain number (``-1``, ``+2.5e3``) is not a formula and stays as it is, so
+    a category such as ``-1`` reads back unchanged; ``-1+2`` or ``=1`` are escaped.
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not re.fullmatch(_NUMBER, value):
         return "'" + value
     return value
 
@@ -202,7 +315,7 @@ def to_safe_csv(df: pd.DataFrame) -> bytes:
     for c in out.columns:
         if not pd.api.types.is_numeric_dtype(out[c].dtype):
             text = out[c].astype("string")
-            risky = text.str.startswith(_FORMULA_START).fillna(False).to_numpy(dtype=bool)
+            risky = (text.str.startswith(_FORMULA_START) & ~text.str.fullmatch(_NUMBER)).fillna(False).to_numpy(dtype=bool)
             if risky.any():
                 out[c] = text.where(~risky, "'" + text)
     out.columns = [str(escape_cell(str(c))) for c in out.columns]
