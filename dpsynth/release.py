@@ -31,7 +31,7 @@ from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.binning import EncodingReport, encode
 from dpsynth.datasets import dataset_fingerprint
 from dpsynth.errors import InputError
-from dpsynth.histogram import MAX_DENSE_CELLS, count_cells, histogram_frame
+from dpsynth.histogram import MAX_DENSE_CELLS, check_domain, count_cells, histogram_frame
 from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours
 from dpsynth.schema import Schema
@@ -122,6 +122,8 @@ def release(
     encoded = encode(data, schema)
     mech = calibrate(eps, dlt, rel, max_contributions, kind=mechanism)
     chosen, why = choose_method(schema, mech, method, expected_rows)
+    if chosen == "histogram":
+        check_domain(schema)  # refuse a domain too large to hold before anything is spent or allocated
 
     if ledger is not None:
         ds = dataset_id or dataset_fingerprint(df)
