@@ -23,7 +23,7 @@ import pandas as pd
 
 from dpsynth import noise
 from dpsynth.errors import InputError
-from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism
+from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism, laplace_scale
 from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity
 
 
@@ -88,7 +88,7 @@ def category_threshold(epsilon: float, delta: float, neighbours: Neighbours | st
     if dlt <= 0:
         raise InputError("Category discovery needs δ > 0 (a category held by one person must rarely appear).")
     k = max_contributions
-    scale = noise.rational_at_least(Fraction(histogram_l1_sensitivity(neighbours, k)) / Fraction(eps))
+    scale = laplace_scale(histogram_l1_sensitivity(neighbours, k), eps)
     p = math.exp(-1.0 / float(scale))
     per_cat = dlt / k
     t = math.ceil(math.log(per_cat * (1 + p)) / math.log(p)) if per_cat * (1 + p) < 1 else 1

@@ -50,6 +50,20 @@ def check_epsilon(epsilon: float) -> float:
     return e
 
 
+def exact_epsilon(epsilon: float) -> Fraction:
+    """ε as the decimal the curator typed (0.3 → 3/10), not its binary float (0.29999…).
+
+    The two differ by less than one part in 10¹⁵; the decimal gives noise scales with small
+    numerators (1/0.3 → 10/3), which the exact samplers draw several times faster.
+    """
+    return Fraction(repr(check_epsilon(epsilon)))
+
+
+def laplace_scale(l1_sensitivity: float, epsilon: float) -> Fraction:
+    """Scale Δ₁/ε of the discrete Laplace mechanism, as a rational rounded up (never less noise)."""
+    return noise.rational_at_least(Fraction(l1_sensitivity) / exact_epsilon(epsilon))
+
+
 def check_delta(delta: float) -> float:
     """δ must be in [0, 1)."""
     try:
@@ -78,7 +92,7 @@ class DiscreteLaplace:
         """Mechanism for a histogram under the relation (Δ₁ from :mod:`dpsynth.neighbours`)."""
         eps = check_epsilon(epsilon)
         l1 = histogram_l1_sensitivity(neighbours, max_contributions)
-        return cls(epsilon=eps, l1_sensitivity=l1, scale=noise.rational_at_least(Fraction(l1) / Fraction(eps)))
+        return cls(epsilon=eps, l1_sensitivity=l1, scale=laplace_scale(l1, eps))
 
     def __call__(self, counts: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
         """Noisy counts (int64), one independent draw per entry, empty cells included."""

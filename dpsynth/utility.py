@@ -18,7 +18,6 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.binning import encode
 from dpsynth.errors import InputError
-from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy
+from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
 from dpsynth.neighbours import Neighbours, bounded_mean_sensitivity, histogram_l1_sensitivity
 from dpsynth.schema import NumericColumn, Schema
 
@@ -117,7 +116,7 @@ def perturbed_mean(values: np.ndarray, column: NumericColumn, epsilon: float, *,
     n = len(x)
     bounded_mean_sensitivity(column.lower, column.upper, n)
     units = np.rint((x - column.lower) / (column.upper - column.lower) * GRID).astype(np.int64)
-    z = noise.discrete_laplace(noise.rational_at_least(Fraction(GRID) / Fraction(eps)), 1, rng=rng)[0]
+    z = noise.discrete_laplace(laplace_scale(GRID, eps), 1, rng=rng)[0]
     return column.lower + (int(units.sum()) + int(z)) / GRID * (column.upper - column.lower) / n
 
 
@@ -159,7 +158,7 @@ def simulate_means(
     noisy = counts[None, :] + noise.discrete_laplace(mech.scale, (reps, column.bins), rng=rng)
     z1 = noisy @ column.midpoints() / n
     units = np.rint((xc - column.lower) / (column.upper - column.lower) * GRID).astype(np.int64)
-    zs = noise.discrete_laplace(noise.rational_at_least(Fraction(GRID) / Fraction(eps)), reps, rng=rng)
+    zs = noise.discrete_laplace(laplace_scale(GRID, eps), reps, rng=rng)
     z2 = column.lower + (int(units.sum()) + zs) / GRID * (column.upper - column.lower) / n
     draws = pd.DataFrame({
         "rep": np.concatenate([np.arange(reps), np.arange(reps)]),

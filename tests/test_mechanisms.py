@@ -47,8 +47,8 @@ def test_laplace_scale_is_sensitivity_over_epsilon_rounded_up():
     r = DiscreteLaplace.calibrate(1.0, "replace-one")  # seed 000: Laplace(ε/2) rate, scale 2/ε
     assert r.scale == Fraction(2)
     t = DiscreteLaplace.calibrate(0.3, "add-remove")
-    assert t.scale >= Fraction(1) / Fraction(0.3)
-    assert float(t.scale) == pytest.approx(1 / 0.3, rel=1e-5)
+    assert t.scale == Fraction(10, 3)  # ε read as the decimal 0.3 that was typed
+    assert DiscreteLaplace.calibrate(1 / 7, "add-remove").scale >= Fraction(1) / Fraction(repr(1 / 7))
 
 
 @pytest.mark.parametrize("eps", [0, -1, float("inf"), float("nan"), "x"])
