@@ -42,9 +42,29 @@ def sidebar_status() -> None:
         st.caption("**Release**: " + ("ready to download" if state.release is not None else "not made yet"))
 
 
+def login_required() -> bool:
+    """Login is required when the deployment configures OIDC (an ``[auth]`` section in secrets.toml)."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets file at all: a single-user (local) deployment
+        return False
+
+
+def login_gate() -> bool:
+    """True if the dashboard may be shown; otherwise draw only the login page (README: "Login")."""
+    if not login_required() or getattr(st.user, "is_logged_in", False):
+        return True
+    st.title("dpsynth — sign in")
+    st.markdown("This dashboard works on private data. Sign in with your organisation's account to continue.")
+    st.button("Log in", key="login_button", type="primary", on_click=st.login)
+    return False
+
+
 def run() -> None:
     """Build the navigation and run the selected page (a function so tests can drive it)."""
     st.set_page_config(page_title="dpsynth — private synthetic data", page_icon=":material/shield:", layout="wide")
+    if not login_gate():
+        return
     pages = {
         "Make a release": [
             st.Page(HERE / "pages" / "1_data.py", title="1 · Data", icon=":material/upload_file:", url_path="data", default=True),
