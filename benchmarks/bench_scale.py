@@ -279,7 +279,7 @@ def main() -> None:
         if "b" in args.parts:
             part_b(tmp, args.limit_gb, args.big_rows)
         if "c" in args.parts:
-            part_c(tmp, int(args.sparse_cells), [(1.0, 1), (1.0, 10), (4.0, 1)])
+            part_c(tmp, int(args.sparse_cells), [(1.0, 3), (1.0, 10), (4.0, 1)])
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from randomgen import ChaCha
 
 from dpsynth import noise
 from dpsynth.binning import decode
@@ -120,13 +121,17 @@ def noise_sparse(
         raise InputError(f"Unknown sparse method {method!r}; use auto, skip or stream.")
 
     check_feasible(n_cells, mechanism, tau, method)
-    noisy_occ = mechanism(counts, rng=rng)
+    # The number of occupied cells is data: their draws come from child streams keyed by a fixed-size
+    # draw, so the caller's generator ends in a state that does not depend on it (later draws, e.g.
+    # synthetic rows, then depend on the data only through the released histogram).
+    occ_rng, empty_rng = child_rng(rng), child_rng(rng)
+    noisy_occ = mechanism(counts, rng=occ_rng)
     total = int(noisy_occ.sum())
     empty = n_cells - len(cells)
     if method == "skip":
-        ranks, vals, rest = _empty_skip(empty, mechanism, tau, rng=rng)
+        ranks, vals, rest = _empty_skip(empty, mechanism, tau, rng=empty_rng)
     else:
-        ranks, vals, rest = _empty_stream(empty, mechanism, tau, rng=rng, chunk=chunk)
+        ranks, vals, rest = _empty_stream(empty, mechanism, tau, rng=empty_rng, chunk=chunk)
     total += int(vals.sum()) + rest
     pos = empty_positions(ranks, cells)
     keep = noisy_occ >= tau
@@ -135,6 +140,11 @@ def noise_sparse(
     o = np.argsort(all_cells, kind="stable")
     return SparseNoisyHistogram(n_cells=n_cells, cells=all_cells[o], values=all_vals[o], total=total,
                                 threshold=tau, method=method)
+
+
+def child_rng(rng: np.random.Generator) -> np.random.Generator:
+    """An independent ChaCha20 (20 rounds) generator keyed by 256 bits drawn from ``rng``."""
+    return np.random.Generator(ChaCha(key=int.from_bytes(rng.bytes(32), "little"), rounds=20))
 
 
 def resolve_method(mechanism: Mechanism, method: str) -> str:

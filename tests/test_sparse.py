@@ -172,3 +172,15 @@ def test_rejects_bad_input() -> None:
         noise_sparse(np.array([1, 1]), np.array([1, 1]), 10, mech, rng=noise.seeded_rng(1))
     with pytest.raises(InputError):
         noise_sparse(np.array([1]), np.array([1]), 10, mech, rng=noise.seeded_rng(1), threshold=0)
+
+
+def test_caller_generator_state_does_not_depend_on_the_data() -> None:
+    """Occupied cells (data) draw from child streams: the caller's generator advances by a fixed amount."""
+    mech = DiscreteLaplace.calibrate(1.0, "add-remove")
+    after = []
+    for m in (10, 5_000):
+        cells, counts = _occupied(100_000, m, seed=m)
+        rng = noise.seeded_rng(42)
+        noise_sparse(cells, counts, 100_000, mech, rng=rng, threshold=3)
+        after.append(rng.integers(0, 2**63, 4).tolist())
+    assert after[0] == after[1]

@@ -144,7 +144,8 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
     for j, col in enumerate(schema.columns):
         x = quote_ident(col.name, dialect)
         kind = type_class(types[col.name])
-        l1.append(f"{cx.text(x)} AS raw_{j}")
+        if row_numbers:  # raw text only for error messages (formatting doubles as text is not free)
+            l1.append(f"{cx.text(x)} AS raw_{j}")
         if isinstance(col, NumericColumn):
             lo, hi, bins = col.lower, col.upper, col.bins
             if kind == "number":
@@ -174,9 +175,13 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
                 f"least(greatest(CAST(floor((c_{j} - {double(lo, dialect)}) / {double(h, dialect)}) AS BIGINT), 0),"
                 f" {bins - 1}) AS j0_{j}"
             )
-            edges = cx.array([double(e, dialect) for e in col.edges()])
-            down = f"CASE WHEN c_{j} < {cx.at(edges, f'j0_{j} + 1')} THEN 1 ELSE 0 END"
-            up = f"CASE WHEN j0_{j} < {bins - 1} AND c_{j} >= {cx.at(edges, f'j0_{j} + 2')} THEN 1 ELSE 0 END"
+            # edge k < bins is lower + k·h with the same two IEEE operations as NumericColumn.edges()
+            # (numpy: separate multiply and add, no fused multiply-add; DuckDB's vector operators and
+            # Java's strict floating point do the same); the last edge (upper) is never compared.
+            lo_d, h_d = double(lo, dialect), double(h, dialect)
+            down = f"CASE WHEN c_{j} < {lo_d} + CAST(j0_{j} AS DOUBLE) * {h_d} THEN 1 ELSE 0 END"
+            up = (f"CASE WHEN j0_{j} < {bins - 1} AND c_{j} >= {lo_d} + CAST(j0_{j} + 1 AS DOUBLE) * {h_d}"
+                  " THEN 1 ELSE 0 END")
             l6.append(
                 f"CASE WHEN st_{j} = {MISSING} THEN {bins} WHEN st_{j} <= {HIGH} THEN j0_{j} - {down} + {up}"
                 f" ELSE 0 END AS code_{j}"
