@@ -326,3 +326,14 @@ def test_marginals_from_one_scan(files: dict) -> None:
         np.testing.assert_array_equal(counts.marginal(names), reference(files["df"], schema.select(names)).dense)
     codes, cnt = counts.occupied_codes()
     assert codes.shape == (len(cnt), 4) and cnt.sum() == len(files["df"]) - counts.report.rows_dropped
+
+
+@pytest.mark.parametrize(("lower", "upper", "bins"), [(-0.3, 0.7, 9973), (1e-7, 3e-7, 1000), (-1e6, 1.7e6, 4321),
+                                                     (0.1, 0.30000000000000004, 3), (-5.5, -0.25, 10_000)])
+def test_every_edge_and_its_neighbours_match_encode(lower: float, upper: float, bins: int) -> None:
+    col = NumericColumn(name="v", lower=lower, upper=upper, bins=bins)
+    e = col.edges()
+    values = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf)])
+    df = pd.DataFrame({"v": values})  # float64 column: no text parsing involved
+    schema = Schema((col,))
+    np.testing.assert_array_equal(get_engine("duckdb").count(df, schema).dense, reference(df, schema).dense)
