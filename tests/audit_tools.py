@@ -491,6 +491,20 @@ def pairs(epsilon: float = 0.5) -> dict[str, Pair]:
     }
 
 
+def nightly_pairs() -> dict[str, Pair]:
+    """The CI pairs at ε = 0.5 and ε = 1, and the discrete Gaussian (ε = 1, δ = 1e-5) on two of them."""
+    out: dict[str, Pair] = {}
+    for eps in (0.5, 1.0):
+        for name, p in pairs(eps).items():
+            key = f"{name} (ε={eps:g})"
+            out[key] = Pair(key, p.schema, p.d, p.d_prime, p.options)
+    for name in ("add to empty cell", "replace-one move"):
+        p = pairs(1.0)[name]
+        key = f"{name} (discrete Gaussian, ε=1, δ=1e-5)"
+        out[key] = Pair(key, p.schema, p.d, p.d_prime, {**p.options, "delta": 1e-5, "mechanism": "gaussian"})
+    return out
+
+
 # ---------------------------------------------------------------- planted bugs
 
 
