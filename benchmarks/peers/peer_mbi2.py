@@ -15,8 +15,8 @@ columns; the function ``estimation.mirror_descent`` became the class
   ``||x_ab - x̂_ab||_1`` (x̂ from the 1-way model), each of the d-1 steps at
   ε' = sqrt(8 (ρ/3) / (d-1)), sensitivity 1.
 * ρ/3: the d-1 tree marginals, Gaussian σ₂ = sqrt(3 (d-1) / (2ρ)).
-* Estimate with ``mbi.estimation.MirrorDescent`` (total estimated from the measurements, not the
-  true n), sample ``n`` rows with ``MarkovRandomField.synthetic_data``, undo the compression
+* Estimate with ``mbi.estimation.MirrorDescent`` with the total estimated from the noisy 1-way
+  sums (inverse-variance weighted), not the true n, sample ``n`` rows with ``MarkovRandomField.synthetic_data``, undo the compression
   (a merged cell becomes a uniformly drawn merged value).
 
 Noise, selection and un-compression use ``numpy.random.default_rng(seed)``: a benchmark, not a
@@ -83,15 +83,16 @@ def main() -> None:
 
     # 1. one-way marginals (ρ/3) and domain compression.
     sigma1 = math.sqrt(3 * d / (2 * rho))
-    maps, new_sizes, merged, log1 = [], [], [], []
+    maps, new_sizes, merged, log1, totals = [], [], [], [], []
     for j in range(d):
         y = counts(codes, (j,), sizes) + rng.normal(0, sigma1, sizes[j])
+        totals.append(y.sum())
         keep = y >= 3 * sigma1
         if keep.all():
             maps.append(np.arange(sizes[j]))
             new_sizes.append(sizes[j])
             merged.append(np.array([], dtype=int))
-            log1.append((y, np.ones(sizes[j])))
+            log1.append((y, None))
             continue
         k = int(keep.sum())
         m = np.empty(sizes[j], dtype=int)
@@ -105,8 +106,18 @@ def main() -> None:
         log1.append((np.append(y[keep], y[~keep].sum()) * w, w))
     comp = np.stack([maps[j][codes[:, j]] for j in range(d)], axis=1)
     domain = Domain(names, new_sizes)
-    meas1 = [LinearMeasurement(y, (names[j],), sigma1, query=WeightedQuery(w)) for j, (y, w) in enumerate(log1)]
-    est = estimation.MirrorDescent().estimate(domain, meas1, iters=1000)
+    meas1 = [
+        LinearMeasurement(y, (names[j],), sigma1)
+        if w is None
+        else LinearMeasurement(y, (names[j],), sigma1, query=WeightedQuery(w))
+        for j, (y, w) in enumerate(log1)
+    ]
+    # mbi estimates the total only from identity-query measurements (it falls back to 1.0 when
+    # every column was compressed), so give it the noisy total: the inverse-variance weighted
+    # mean of the 1-way sums (variance sigma1^2 * size_j), post-processing of the same noise.
+    inv_var = 1.0 / np.array(sizes, dtype=float)
+    total = max(1.0, float(np.average(totals, weights=inv_var)))
+    est = estimation.MirrorDescent().estimate(domain, meas1, known_total=total, iters=1000)
 
     # 2. spanning tree by Kruskal + exponential mechanism (ρ/3).
     pairs = list(itertools.combinations(range(d), 2))
@@ -133,7 +144,7 @@ def main() -> None:
     for a, b in tree:
         x = counts(comp, (a, b), new_sizes)
         meas2.append(LinearMeasurement(x + rng.normal(0, sigma2, x.size), (names[a], names[b]), sigma2))
-    model = estimation.MirrorDescent().estimate(domain, meas1 + meas2, iters=5000)
+    model = estimation.MirrorDescent().estimate(domain, meas1 + meas2, known_total=total, iters=5000)
     syn = model.synthetic_data(rows=n).to_dict()
     out = np.empty((n, d), dtype=np.int64)
     for j in range(d):

@@ -176,7 +176,7 @@ def main() -> None:
                         synth = scoring.encode(scoring.read_csv(r["out"], schema), schema)
                         rec.update(scoring.score(real, synth, sizes), seconds=r["seconds"],
                                    wall=round(r["wall"], 1))
-                        rec.update({k: v for k, v in r.items() if k.startswith("sampler_gap")})
+                        rec.update({k: v for k, v in r.items() if k.startswith("sampler_gap") or k in ("rho", "tree")})
                     rec["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                     print(json.dumps(rec), flush=True)
                     with open(args.results, "a") as f:
