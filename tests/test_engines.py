@@ -337,3 +337,33 @@ def test_every_edge_and_its_neighbours_match_encode(lower: float, upper: float, 
     df = pd.DataFrame({"v": values})  # float64 column: no text parsing involved
     schema = Schema((col,))
     np.testing.assert_array_equal(get_engine("duckdb").count(df, schema).dense, reference(df, schema).dense)
+
+
+def test_numeric_text_syntax_fuzzed_against_pandas() -> None:
+    """Random strings over a number-ish alphabet: DuckDB's per-row status and bin equal encode's rules."""
+    import duckdb
+
+    from dpsynth.engines import sql as S
+
+    rng = np.random.default_rng(3)
+    alphabet = np.array(list("0123456789+-.eE_ xinfaINFAdDpP,"))
+    strs = {"".join(alphabet[rng.integers(0, len(alphabet), k)]) for k in rng.integers(1, 7, 30_000)}
+    strs = sorted(strs | {" 12 ", "1_0", "+-3", "-+3", "1e999", "nan", "Infinity", "0x10", "", "  "})
+    col = NumericColumn(name="v", lower=-50, upper=50, bins=7, missing=True)
+    text = pd.Series(strs, dtype="string").str.strip()
+    empty = (text == "").to_numpy()
+    # reference: pandas' parser as in encode (inputs here have no exponent long enough to misround)
+    vals = pd.to_numeric(text.mask(text == ""), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    expected = np.where(empty, S.MISSING, np.where(np.isnan(vals), S.BAD, np.where(np.isinf(vals), S.INF, -1)))
+    ok = expected == -1
+    expected[ok & (vals < -50)] = S.LOW
+    expected[ok & (vals > 50)] = S.HIGH
+    expected[expected == -1] = S.OK
+    con = duckdb.connect()
+    con.register("src", pd.DataFrame({"v": strs}))
+    q = S.staged_sql(Schema((col,)), {"v": "VARCHAR"}, "src", "duckdb", row_numbers=True)
+    got = con.execute(f"SELECT __r, st_0, code_0 FROM ({q}) ORDER BY __r").fetchnumpy()
+    np.testing.assert_array_equal(got["st_0"], expected)
+    fine = np.isin(expected, [S.OK, S.LOW, S.HIGH])
+    ref_codes = encode(pd.DataFrame({"v": np.where(fine, np.array(strs, dtype=object), "")}), Schema((col,))).codes[:, 0]
+    np.testing.assert_array_equal(got["code_0"][fine], ref_codes[fine])

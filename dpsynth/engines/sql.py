@@ -1,8 +1,8 @@
 """SQL that bins and counts a table exactly as :func:`dpsynth.binning.encode` does (DuckDB and Spark).
 
-Numeric columns: text is trimmed and must match a number syntax pandas also accepts (the
-regular expression below, so both engines agree on what parses; ``nan`` and infinities are
-errors as in ``encode``); values are clamped to ``[lower, upper]``; the bin is the number of
+Numeric columns: text is trimmed and must be a number in the syntax pandas accepts (Spark: the
+regular expression below; DuckDB: its own cast minus the two extensions pandas refuses; ``nan``
+and infinities are errors as in ``encode``); values are clamped to ``[lower, upper]``; the bin is the number of
 *inner* edges ``≤ value`` — ``numpy.searchsorted(inner, value, side='right')`` — computed as a
 floor-division estimate corrected by exact comparisons with the same float64 edges
 (:meth:`NumericColumn.edges`, written as round-trip decimal strings cast to DOUBLE). The estimate
@@ -152,6 +152,16 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
                 l1.append(f"CAST({x} AS DOUBLE) AS t_{j}")
                 l2.append(f"(t_{j} IS NULL OR isnan(t_{j})) AS e_{j}")
                 l2.append(f"t_{j} AS v_{j}")
+            elif dialect == "duckdb":
+                # DuckDB's cast parses what pandas parses (padding included), plus '_' digit separators
+                # and a doubled sign ('+-1'), refused here; tests fuzz this against pandas.
+                l1.append(f"{cx.text(x)} AS t_{j}")
+                l1.append(f"TRY_CAST({cx.text(x)} AS DOUBLE) AS p_{j}")
+                odd = " OR ".join(f"contains({cx.text(x)}, '{c}')" for c in ("_", "+-", "-+"))
+                l1.append(f"({odd}) AS q_{j}")
+                blank = f"(t_{j} IS NULL OR {cx.full_match(f't_{j}', BLANK_RE)})"
+                l2.append(f"CASE WHEN p_{j} IS NOT NULL THEN false ELSE {blank} END AS e_{j}")
+                l2.append(f"CASE WHEN q_{j} THEN NULL ELSE p_{j} END AS v_{j}")
             else:
                 # one regex decides "a number (maybe padded)"; only the other rows pay for the blank test
                 l1.append(f"{cx.text(x)} AS t_{j}")
@@ -160,16 +170,15 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
                 padded = f"t_{j}" if dialect == "duckdb" else cx.trim(f"t_{j}")  # DuckDB's cast skips the padding itself
                 l2.append(f"CASE WHEN m_{j} THEN {cx.try_double(padded)} END AS v_{j}")
             empty = MISSING if col.missing else EMPTY_ERROR
-            big = double(1.7976931348623157e308, dialect)
+            inf_test = f"isinf(v_{j})" if dialect == "duckdb" else f"abs(v_{j}) > {double(1.7976931348623157e308, dialect)}"
             l3.append(
                 f"CASE WHEN e_{j} THEN {empty} WHEN v_{j} IS NULL OR isnan(v_{j}) THEN {BAD}"
-                f" WHEN abs(v_{j}) > {big} THEN {INF} WHEN v_{j} < {double(lo, dialect)} THEN {LOW}"
+                f" WHEN {inf_test} THEN {INF} WHEN v_{j} < {double(lo, dialect)} THEN {LOW}"
                 f" WHEN v_{j} > {double(hi, dialect)} THEN {HIGH} ELSE {OK} END AS st_{j}"
             )
-            l4.append(
-                f"CASE WHEN st_{j} <= {HIGH} THEN least(greatest(v_{j}, {double(lo, dialect)}), {double(hi, dialect)})"
-                f" ELSE {double(lo, dialect)} END AS c_{j}"
-            )
+            # NULL stays NULL; NaN and ±inf clamp to a bound (both engines order NaN above all numbers):
+            # those rows are errors and their code is never used, but the cast below must not fail
+            l3.append(f"least(greatest(v_{j}, {double(lo, dialect)}), {double(hi, dialect)}) AS c_{j}")
             h = (hi - lo) / bins
             l5.append(
                 f"least(greatest(CAST(floor((c_{j} - {double(lo, dialect)}) / {double(h, dialect)}) AS BIGINT), 0),"
