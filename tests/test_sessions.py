@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from dpsynth.accounting import Ledger
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 SOURCES = sorted([APP, *(ROOT / "pages").glob("*.py"), *(ROOT / "dpsynth").rglob("*.py")])
@@ -213,3 +215,39 @@ def test_temporary_files_go_where_the_fixture_points(isolated_disk: dict[str, Pa
     assert Path(fh.name).parent == isolated_disk["tmp"]
     assert os.environ["HOME"] == str(isolated_disk["home"])
     assert files_containing(isolated_disk["tmp"], b"probe") == [fh.name]
+
+
+def test_reruns_never_draw_fresh_noise_and_a_new_release_is_charged(isolated_disk: dict[str, Path]) -> None:
+    """After a release, reruns (page switches, a changed ε, the release page again) show the same bytes and
+    spend nothing; only the explicit 'new release' path draws new noise, and it is charged."""
+    from streamlit.testing.v1 import AppTest
+
+    from dpsynth.ui_state import STATE_KEY
+
+    data = ("age,ward\n" + "\n".join(f"{20 + i % 60},{'abc'[i % 3]}" for i in range(300)) + "\n").encode()
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.file_uploader(key="data_upload").set_value(("wards.csv", data, "text/csv"))
+    at.run()
+    at.switch_page("pages/4_release.py").run()
+    at.button(key="release_button_0").click().run()
+    assert not at.exception
+    first = dict(at.session_state[STATE_KEY].release_files)
+    ledger = Ledger(isolated_disk["ledger"] / "ledger.sqlite", create=False)
+    assert len(ledger.spends()) == 1
+
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(3.0).run()
+    for page in ("pages/5_utility.py", "pages/4_release.py", "pages/1_data.py", "pages/4_release.py"):
+        at.switch_page(page).run()
+        assert not at.exception
+    at.run()
+    assert at.session_state[STATE_KEY].release_files == first
+    assert len(ledger.spends()) == 1
+
+    at.button(key="new_release").click().run()
+    buttons = [b.key for b in at.button if b.key and b.key.startswith("release_button_")]
+    assert buttons == ["release_button_1"]  # the first button's key is gone: its second click does nothing
+    at.button(key="release_button_1").click().run()
+    assert not at.exception
+    assert len(ledger.spends()) == 2
+    assert at.session_state[STATE_KEY].release_files["synthetic.csv"] != first["synthetic.csv"]
