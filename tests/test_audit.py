@@ -135,8 +135,8 @@ def test_mutants_patch_the_real_code_and_are_removed(mutant: str) -> None:
 
 def test_audit_does_not_depend_on_the_number_of_workers() -> None:
     pair = pairs(EPSILON)["add to empty cell"]
-    one = audit(pair, runs=600, selection_runs=200, workers=1, seed=4)
-    two = audit(pair, runs=600, selection_runs=200, workers=2, seed=4)
+    one = audit(pair, runs=400, selection_runs=100, workers=1, seed=4)
+    two = audit(pair, runs=400, selection_runs=100, workers=2, seed=4)
     assert (one.event, one.direction, one.k1, one.k2) == (two.event, two.direction, two.k1, two.k2)
 
 
