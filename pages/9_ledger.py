@@ -29,7 +29,10 @@ def main() -> None:
         if datasets.empty:
             st.info("Nothing has been spent yet.")
             return
-        names = dict(zip(datasets["dataset_id"], datasets["label"], strict=True))
+        # Other sessions' datasets are shown by fingerprint only: a file name can say whose data it is.
+        names = {ds: (label if ds == state.dataset_id else f"dataset {ds[:12]}")
+                 for ds, label in zip(datasets["dataset_id"], datasets["label"], strict=True)}
+        datasets = datasets.assign(label=datasets["dataset_id"].map(names))
         if state.dataset_id in names:
             st.subheader(f"This dataset: {names[state.dataset_id]}")
             mine = spends[spends["dataset_id"] == state.dataset_id]

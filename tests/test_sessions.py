@@ -184,10 +184,6 @@ def _only_in_labels(path: Path, canary: str) -> bool:
     return any(canary in lb for lb in labels) and not any(canary in v for v in others)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "The Privacy ledger page lists every dataset's label (the uploaded file's name) and spends to every session;"
-    " in a multi-user deployment a file name is information about another user's upload. Proposed: show other"
-    " datasets only by fingerprint, or only the session's own dataset when login is configured (pages/9_ledger.py)."))
 def test_another_session_does_not_see_an_upload_file_name_in_the_ledger(isolated_disk: dict[str, Path]) -> None:
     from streamlit.testing.v1 import AppTest
 
