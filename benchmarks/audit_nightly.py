@@ -4,10 +4,11 @@
     python benchmarks/audit_nightly.py --runs 20000     # a quicker pass
     python benchmarks/audit_nightly.py --matrix         # also every planted bug against every pair
     python benchmarks/audit_nightly.py --seed 7         # reproducible (seeded) noise instead of the CSPRNG
+    python benchmarks/audit_nightly.py --marginals-runs 0   # skip the (slow) marginals-method pairs
 
 The same audit as ``tests/test_audit.py`` (``tests/audit_tools.py``: event chosen on separate
 selection runs, Clopper–Pearson at α = 10⁻³, ε_lb = ln((p̂₁ − δ)/p̂₂)), on the CI pairs at ε = 0.5
-and ε = 1 plus the discrete Gaussian, with ten times the runs. It prints, per pair, the lower
+and ε = 1 plus the discrete Gaussian, with ten times the runs, and on the marginals method. It prints, per pair, the lower
 bound as a ratio to the claimed ε (≤ 1 passes; the closer to 1, the tighter the audit) and, per
 planted bug, the ratio it reaches (> 1 means caught). The cost line is a ratio too: one release()
 against one draw of the same mechanism on the same cells, measured in this process. Results go
@@ -26,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.audit_tools import MUTANTS, audit, nightly_pairs, pairs  # noqa: E402
+from tests.audit_tools import MUTANTS, audit, marginals_pairs, nightly_pairs, pairs  # noqa: E402
 
 
 def cost_ratio(samples: int = 2_000) -> float:
@@ -59,6 +60,8 @@ def main() -> int:
     ap.add_argument("--selection-runs", type=int, default=5_000, help="runs per dataset in each selection round")
     ap.add_argument("--mutant-runs", type=int, default=10_000, help="runs per dataset for the planted bugs")
     ap.add_argument("--matrix", action="store_true", help="run every planted bug against every ε = 0.5 pair")
+    ap.add_argument("--marginals-runs", type=int, default=10_000,
+                    help="runs per dataset for the marginals method (about 25 ms per release; 0 skips it)")
     ap.add_argument("--seed", type=int, default=None, help="seeded noise (reproducible) instead of the CSPRNG")
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: up to 2)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "audit_nightly.json"))
@@ -70,8 +73,12 @@ def main() -> int:
     print(f"cost: one release() = {cost_ratio():.0f}× one mechanism draw (same process)\n", flush=True)
     results, failures = [], []
     print(f"{'pair':58s} {'ε':>5s} {'ε_lb':>7s} {'ratio':>6s}  verdict  event")
-    for name, pair in nightly_pairs().items():
-        r = audit(pair, runs=args.runs, **common)
+    todo = [(p, args.runs) for p in nightly_pairs().values()]
+    if args.marginals_runs:
+        todo += [(p, args.marginals_runs) for p in marginals_pairs().values()]
+    for pair, runs in todo:
+        name = pair.name
+        r = audit(pair, runs=runs, **({**common, "selection_runs": min(args.selection_runs, max(100, runs // 10))}))
         results.append({"kind": "pair", **_row(r)})
         print(f"{name:58s} {r.claimed_epsilon:5g} {r.eps_lb:7.3f} {r.eps_lb / r.claimed_epsilon:6.3f}  "
               f"{'pass' if r.passed else 'FAIL':7s}  {r.event} ({r.direction}, {r.k1}/{r.n1} vs {r.k2}/{r.n2})",
