@@ -186,6 +186,12 @@ def part_a(rows: int, engines: list[str], repeat: int, tmp: Path) -> None:
             t, rss = best(go, reps)
             print(f"    {fmt:8} {engine:7} {base:13.2f} {t:10.2f} {t / base:7.2f}x   (peak RSS {rss / 2**30:.2f} GB)")
             if engine == "duckdb":
+                def go_pq(p: Path = path) -> tuple[float, int, str]:
+                    ledger = tmp / f"ledger_{time.monotonic_ns()}.sqlite"
+                    return run_child(cli_cmd(p, schema_path, "duckdb", tmp / "syn.parquet", ledger))
+
+                tp, rss = best(go_pq, repeat)
+                print(f"    {fmt:8} {'':7} {'':13} {tp:10.2f} {tp / base:7.2f}x   (synthetic rows written as Parquet: --out x.parquet)")
                 tc, _ = best(lambda p=path: run_child(count_only_cmd(p)), repeat)
                 print(f"    {fmt:8} {'':7} {'':13} {tc:10.2f} {tc / base:7.2f}x   (count only: engine.count, same subprocess shape)")
     print("    target: duckdb engine within 2x of the bare count")

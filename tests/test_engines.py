@@ -367,3 +367,24 @@ def test_numeric_text_syntax_fuzzed_against_pandas() -> None:
     fine = np.isin(expected, [S.OK, S.LOW, S.HIGH])
     ref_codes = encode(pd.DataFrame({"v": np.where(fine, np.array(strs, dtype=object), "")}), Schema((col,))).codes[:, 0]
     np.testing.assert_array_equal(got["code_0"][fine], ref_codes[fine])
+
+
+def test_parquet_output_has_the_same_rows(tmp_path) -> None:
+    from dpsynth import noise
+    from dpsynth.engines.output import write_synthetic_csv
+
+    schema = Schema((
+        NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True, missing=True),
+        NumericColumn(name="w", lower=-1, upper=1, bins=3),
+        CategoricalColumn(name="=colour", categories=("red", "-green"), missing=True),
+    ))
+    cells = np.random.default_rng(0).integers(0, schema.n_cells, 3000)
+    write_synthetic_csv(cells, schema, tmp_path / "o.csv", rng=noise.seeded_rng(1), chunk_rows=1000)
+    write_synthetic_csv(cells, schema, tmp_path / "o.parquet", rng=noise.seeded_rng(1), chunk_rows=1000)
+    a = pd.read_csv(tmp_path / "o.csv", dtype=str, keep_default_na=False)
+    b = pd.read_parquet(tmp_path / "o.parquet")
+    assert list(b.columns) == ["age", "w", "=colour"] and list(a.columns) == ["age", "w", "'=colour"]
+    np.testing.assert_array_equal(pd.to_numeric(a["w"]), b["w"].to_numpy())
+    np.testing.assert_array_equal(pd.to_numeric(a["age"].replace("", np.nan)).to_numpy(dtype=float),
+                                  b["age"].to_numpy(dtype=float, na_value=np.nan))
+    assert a["'=colour"].str.lstrip("'").tolist() == b["=colour"].fillna("").tolist()

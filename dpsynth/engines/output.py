@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from dpsynth.binning import _decode_numeric
 from dpsynth.io import escape_cell
@@ -29,10 +30,10 @@ from dpsynth.schema import CategoricalColumn, Schema
 CHUNK_ROWS = 1_000_000
 
 
-def _arrow_schema(schema: Schema) -> pa.Schema:
+def _arrow_schema(schema: Schema, *, escape: bool = True) -> pa.Schema:
     fields = []
     for col in schema.columns:
-        name = str(escape_cell(col.name))
+        name = str(escape_cell(col.name)) if escape else col.name
         if isinstance(col, CategoricalColumn):
             fields.append(pa.field(name, pa.string()))
         elif col.integer:
@@ -58,23 +59,28 @@ def write_synthetic_csv(
 ) -> int:
     """Decode flat cell indices (row-major over ``schema.sizes``) into rows and write them; returns the row count.
 
-    Post-processing of released cells: adds no privacy loss.
+    Post-processing of released cells: adds no privacy loss. A path ending in ``.parquet`` gets
+    Parquet instead (same values; labels and names unescaped, since no spreadsheet evaluates
+    Parquet): no number formatting, so several times faster for millions of rows.
     """
     report = progress or (lambda _f, _m: None)
+    parquet = Path(path).suffix.lower() in {".parquet", ".pq"}
     if _address_space_limited():
         # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
         # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.
         pa.set_memory_pool(pa.system_memory_pool())
-    target = _arrow_schema(schema)
+    target = _arrow_schema(schema, escape=not parquet)
+    esc = (lambda v: v) if parquet else escape_cell
     labels = [
-        pa.array([str(escape_cell(c)) for c in col.categories] + [None], type=pa.string())
+        pa.array([str(esc(c)) for c in col.categories] + [None], type=pa.string())
         if isinstance(col, CategoricalColumn) else None
         for col in schema.columns
     ]
     n = len(cells)
     options = pacsv.WriteOptions(include_header=True, quoting_style="needed", eol="\r\n")
     # Arrow formats and writes chunk i on a second thread (it releases the GIL) while chunk i+1 is decoded.
-    with pacsv.CSVWriter(str(path), target, write_options=options) as writer, ThreadPoolExecutor(1) as pool:
+    opened = pq.ParquetWriter(str(path), target) if parquet else pacsv.CSVWriter(str(path), target, write_options=options)
+    with opened as writer, ThreadPoolExecutor(1) as pool:
         pending = pool.submit(writer.write_table, target.empty_table()) if n == 0 else None
         for start in range(0, n, chunk_rows):
             part = cells[start : start + chunk_rows]
