@@ -18,6 +18,17 @@ Data: a reproducible table (seed 2024) of 8 columns — age (integer, skewed), i
 (Zipf over 10 + 0.1% unknown), sector (Zipf over 5), education (skewed over 4), sex (2 values,
 1% missing) — written as CSV and Parquet to benchmarks/out/ (git-ignored; reused if present).
 The schema has 237,600 cells (dense path).
+
+Measured 2026-11-22 on the shared 2-core machine (load average 5–9 from other jobs, so single
+ratios move by ±50% between runs; best of 2–3):
+(a) 10M rows: DuckDB engine, whole release / bare count = 6.6x (Parquet in, CSV out),
+    3.9x (Parquet in, Parquet out), 2.9x (CSV in, CSV out); count alone 1.4–2.9x (in one process
+    without interpreter start-up: 1.8–2.2x). Spark 13–33x (Parquet), 17–21x (CSV). pandas: skipped
+    at 10M (read_table caps at 2M rows); at 1M rows 33x (Parquet) and 17x (CSV) vs DuckDB's 5.8x / 6.7x.
+    Writing 10M synthetic rows as CSV (float formatting) is ~60% of the release.
+(b) 40M rows, 2.43 GB uncompressed Parquet, RLIMIT_AS = 2 GB: released; peak RSS 0.53 GB.
+(c) 10^8 cells, 1M occupied: memory ratio dense/sparse 5.0x (ε=1, τ=3), 10.8x (ε=1, τ=10),
+    6.2x (ε=4, τ=1); chi-square p = 0.63 / 0.69 / 0.65 (same law).
 """
 
 from __future__ import annotations
