@@ -17,6 +17,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
 from dpsynth.artifacts import card_json, card_markdown
+from dpsynth.datasets import file_fingerprint
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
 from dpsynth.histogram import counts_from_frame
@@ -103,7 +104,8 @@ def _release(a: argparse.Namespace) -> int:
     rel = release(
         df, schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
         method=a.method, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, id_column=a.id_column,
-        max_contributions=a.max_rows_per_person, expected_rows=a.expected_rows, dataset_label=a.label or Path(a.input).name,
+        max_contributions=a.max_rows_per_person, expected_rows=a.expected_rows,
+        dataset_label=a.label or Path(a.input).name, dataset_id=file_fingerprint(a.input),
         progress=_progress_bar(a),
     )
     Path(a.out).write_bytes(to_safe_csv(rel.synthetic))

@@ -38,6 +38,24 @@ def dataset_fingerprint(df: pd.DataFrame) -> str:
     return h.hexdigest()
 
 
+def file_fingerprint(source: str | Path | bytes) -> str:
+    """Ledger id of a file: ``sha256:`` + SHA-256 of its bytes (a directory: its files in name order).
+
+    The CLI (every engine) and the dashboard key a file's budget by this one id, so switching
+    engine or interface never opens a second budget for the same file.
+    """
+    h = hashlib.sha256()
+    if isinstance(source, bytes | bytearray | memoryview):
+        h.update(source)
+    else:
+        p = Path(source)
+        for f in sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]:
+            with open(f, "rb") as fh:
+                while block := fh.read(1 << 24):
+                    h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
 def sample_path(name: str, part: str = "data") -> Path:
     """Path of a bundled sample file (``part`` = 'data' or 'schema')."""
     info = SAMPLES[name]

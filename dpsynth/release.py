@@ -29,7 +29,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.binning import EncodingReport, encode
-from dpsynth.datasets import dataset_fingerprint
+from dpsynth.datasets import dataset_fingerprint, file_fingerprint
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS, check_domain, count_cells, histogram_frame
 from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
@@ -458,18 +458,10 @@ def release_from_source(
 def _source_id(source: Any) -> str | None:
     """Ledger id of a source: SHA-256 of a file's bytes (files of a directory in name order), or the
     content fingerprint of a pandas DataFrame; ``None`` for other engine-native tables."""
-    import hashlib
     from pathlib import Path
 
     if isinstance(source, pd.DataFrame):
         return dataset_fingerprint(source)
     if not isinstance(source, str | Path):
         return None
-    p = Path(source)
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    h = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            while block := fh.read(1 << 24):
-                h.update(block)
-    return "sha256:" + h.hexdigest()
+    return file_fingerprint(Path(source))

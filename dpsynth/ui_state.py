@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
-from dpsynth.datasets import dataset_fingerprint
+from dpsynth.datasets import dataset_fingerprint, file_fingerprint
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
@@ -108,7 +108,8 @@ class AppState:
 
     # ------------------------------------------------------------ transitions
     def load(self, df: pd.DataFrame, name: str, *, label: str = "", sample: str | None = None,
-             public_schema: Schema | None = None, upload_id: str | None = None) -> None:
+             public_schema: Schema | None = None, upload_id: str | None = None,
+             source: bytes | Path | str | None = None) -> None:
         """Take a new table: forget the old schema, release and analyses; draft or take the schema."""
         self.data = df
         self.data_name = name
@@ -116,7 +117,8 @@ class AppState:
         self.sample = sample
         self.upload_id = upload_id
         self.load_error = None
-        self.dataset_id = dataset_fingerprint(df)
+        # a file's budget is keyed by its bytes, as on the command line (dpsynth.datasets.file_fingerprint)
+        self.dataset_id = file_fingerprint(source) if source is not None else dataset_fingerprint(df)
         if public_schema is not None:
             self.schema_table = schema_to_table(public_schema, list(map(str, df.columns)))
             self.left_out = [c for c in map(str, df.columns) if c not in public_schema.names]

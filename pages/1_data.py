@@ -19,8 +19,9 @@ def load_upload(state: AppState) -> None:
     if up is None or up.file_id == state.upload_id:
         return
     try:
-        df = read_table(up.getvalue(), up.name)
-        state.load(df, up.name, upload_id=up.file_id)
+        data = up.getvalue()
+        df = read_table(data, up.name)
+        state.load(df, up.name, upload_id=up.file_id, source=data)
     except DPSynthError as exc:
         state.upload_id = up.file_id
         state.load_error = str(exc)
@@ -31,7 +32,8 @@ def load_sample(state: AppState, name: str = "adult") -> None:
     info = SAMPLES[name]
     try:
         df = read_table(sample_path(name))
-        state.load(df, info["data"], label=info["title"], sample=name, public_schema=load_schema(sample_path(name, "schema")))
+        state.load(df, info["data"], label=info["title"], sample=name, public_schema=load_schema(sample_path(name, "schema")),
+                   source=sample_path(name))
         # The sample's size is documented publicly (UCI), so it may serve as the row-count hint.
         state.expected_rows = 48_842 if name == "adult" else None
     except DPSynthError as exc:

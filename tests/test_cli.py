@@ -98,3 +98,17 @@ def test_module_entry_point_no_traceback(tmp_path):
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2
     assert "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_same_file_has_one_budget_across_engines(files):
+    """pandas and DuckDB engines key the ledger by the file's bytes: no second budget by switching engine."""
+    from dpsynth.accounting import Ledger
+    from dpsynth.datasets import file_fingerprint
+
+    tmp, data, schema = files
+    led = tmp / "one.sqlite"
+    base = ["release", str(data), "--schema", str(schema), "--epsilon", "1", "--ledger", str(led), "--budget", "1.5"]
+    assert main([*base, "--out", str(tmp / "a.csv"), "--engine", "pandas"]) == 0
+    assert main([*base, "--out", str(tmp / "b.csv"), "--engine", "duckdb"]) == 2
+    ledger = Ledger(led, create=False)
+    assert [d["dataset_id"] for d in ledger.datasets()] == [file_fingerprint(data)]
