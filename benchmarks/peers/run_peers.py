@@ -34,13 +34,16 @@ sys.path.insert(0, str(HERE))
 
 import scoring  # noqa: E402
 
-# peer -> (virtual environment, runner script, delta is used)
-PEERS: dict[str, tuple[str, str, bool]] = {
-    "mst": ("snsynth", "peer_snsynth.py", True),
-    "aim": ("snsynth", "peer_snsynth.py", True),
-    "privbayes": ("datasynthesizer", "peer_privbayes.py", False),
+# peer -> (virtual environment, runner script, delta is used, --peer passed to the runner)
+PEERS: dict[str, tuple[str, str, bool, str]] = {
+    "mst": ("snsynth", "peer_snsynth.py", True, "mst"),
+    "aim": ("snsynth", "peer_snsynth.py", True, "aim"),
+    # Diagnostic: smartnoise MST, rows drawn i.i.d. from the model instead of mbi 1.1.0's
+    # default randomized rounding (which loses dependencies on unmeasured pairs).
+    "mst-iid": ("snsynth", "peer_snsynth.py", True, "mst-iid"),
+    "privbayes": ("datasynthesizer", "peer_privbayes.py", False, "privbayes"),
     # MST written from the paper on Private-PGM mbi 2.0.0 (PyPI ships no mechanisms).
-    "mst-mbi2": ("mbi2", "peer_mbi2.py", True),
+    "mst-mbi2": ("mbi2", "peer_mbi2.py", True, "mst"),
 }
 
 # Installed in order into each environment; the lock file pins every transitive package.
@@ -68,10 +71,9 @@ def ensure_env(env: str) -> Path:
 def run_one(peer: str, data: Path, schema: Path, eps: float, delta: float, seed: int,
             timeout: float | None, workdir: Path) -> dict:
     """Run one peer in its environment; return its RESULT record (or an error record)."""
-    env, script, uses_delta = PEERS[peer]
+    env, script, uses_delta, name = PEERS[peer]
     py = ensure_env(env)
     out = workdir / f"{peer}_e{eps:g}_s{seed}.csv"
-    name = peer.split("-")[0]
     cmd = [str(py), str(HERE / script), "--peer", name, "--data", str(data), "--schema", str(schema),
            "--epsilon", repr(eps), "--delta", repr(delta if uses_delta else 0.0),
            "--seed", str(seed), "--out", str(out)]
