@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     ld.add_argument("--json", action="store_true")
 
     rs = sub.add_parser("resample", help="new synthetic rows from a released histogram (no new ε)")
-    rs.add_argument("histogram", help="histogram CSV written by release")
+    rs.add_argument("histogram", help="histogram CSV, or model JSON of the marginals method, written by release")
     rs.add_argument("--schema", required=True)
     rs.add_argument("--rows", type=int, required=True)
     rs.add_argument("--out", required=True)
@@ -203,12 +203,22 @@ def _ledger(a: argparse.Namespace) -> int:
 
 def _resample(a: argparse.Namespace) -> int:
     schema = load_schema(a.schema)
-    frame = read_table(a.histogram)
-    counts = counts_from_frame(frame, schema)
     rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
-    out = synthesize(counts, schema, a.rows, rng=rng)
+    if Path(a.histogram).suffix.lower() == ".json":
+        from dpsynth.binning import decode
+        from dpsynth.marginals import MarginalModel
+
+        try:
+            model = MarginalModel.from_dict(json.loads(Path(a.histogram).read_text(encoding="utf-8")))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{a.histogram} is not valid JSON: {exc.msg}.") from None
+        if tuple(model.sizes) != schema.sizes:
+            raise InputError("The model does not match the schema (different columns or cells).")
+        out = decode(model.sample(a.rows, rng=rng), schema, rng=rng)
+    else:
+        out = synthesize(counts_from_frame(read_table(a.histogram), schema), schema, a.rows, rng=rng)
     Path(a.out).write_bytes(to_safe_csv(out))
-    print(f"Wrote {len(out):,} rows re-sampled from the released histogram (no privacy budget used) to {a.out}")
+    print(f"Wrote {len(out):,} rows re-sampled from the released histogram or model (no privacy budget used) to {a.out}")
     return 0
 
 

@@ -112,3 +112,16 @@ def test_same_file_has_one_budget_across_engines(files):
     assert main([*base, "--out", str(tmp / "b.csv"), "--engine", "duckdb"]) == 2
     ledger = Ledger(led, create=False)
     assert [d["dataset_id"] for d in ledger.datasets()] == [file_fingerprint(data)]
+
+
+def test_marginals_release_and_resample_from_model(files):
+    tmp, data, schema = files
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--method", "marginals",
+                 "--out", str(tmp / "s.csv"), "--model-out", str(tmp / "m.json"), "--histogram-out", str(tmp / "marg.csv"),
+                 "--card-out", str(tmp / "c.json"), "--ledger", str(tmp / "l.sqlite"), "--seed", "3"]) == 0
+    card = json.loads((tmp / "c.json").read_text())
+    assert card["method"]["name"] == "marginals"
+    assert "marginal" in pd.read_csv(tmp / "marg.csv").columns
+    assert main(["resample", str(tmp / "m.json"), "--schema", str(schema), "--rows", "321", "--out", str(tmp / "r.csv")]) == 0
+    r = pd.read_csv(tmp / "r.csv")
+    assert len(r) == 321 and r["age"].between(0, 100).all()
