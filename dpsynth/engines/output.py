@@ -4,17 +4,21 @@ Same content as ``to_safe_csv(decode(codes, schema, rng=rng))`` (:mod:`dpsynth.i
 :mod:`dpsynth.binning`): numeric values drawn uniformly inside their bin (whole numbers for
 integer columns), category labels, empty cells for missing; text that a spreadsheet would run as
 a formula is prefixed with ``'`` (applied once per category label and to the header, since
-those are the only text written); RFC 4180 line ends. Written with Arrow's C++ CSV writer in
-chunks of ``chunk_rows`` rows, so memory stays O(chunk) besides the cell vector. With a single
-chunk the values are identical to ``decode`` for the same generator state (same draws, same order).
+those are the only text written); RFC 4180 line ends. Decoded in chunks of ``chunk_rows`` rows
+(straight to Arrow arrays, no pandas) and formatted by Arrow's C++ CSV writer in slices on worker
+threads, written in order, so memory stays O(chunk) besides the cell vector. The bytes do not
+depend on the number of threads. With a single chunk the values are identical to ``decode`` for
+the same generator state (same draws, same order).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +27,14 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dpsynth.binning import _decode_numeric
 from dpsynth.io import escape_cell
 from dpsynth.schema import CategoricalColumn, Schema
 
 CHUNK_ROWS = 1_000_000
+#: Threads formatting CSV (None: one per core, at most 4).
+FORMAT_WORKERS: int | None = None
+#: Rows formatted per task: a few MB of text, so buffers stay in cache and are reused.
+SLICE_ROWS = 65_536
 
 
 def _arrow_schema(schema: Schema, *, escape: bool = True) -> pa.Schema:
@@ -51,6 +58,40 @@ def _address_space_limited() -> bool:
     except (ImportError, OSError, ValueError):
         return False
     return soft not in (resource.RLIM_INFINITY,) and soft > 0
+
+
+def _numeric_array(c: np.ndarray, col: Any, rng: np.random.Generator, typ: pa.DataType) -> pa.Array:
+    """:func:`dpsynth.binning._decode_numeric` straight to Arrow: the same draws in the same order, no pandas."""
+    b = np.minimum(c, col.bins - 1)
+    mask = (c >= col.bins) if col.missing else None
+    if col.integer:
+        lo, hi = col.integer_ranges()
+        vals = rng.integers(lo[b], (hi + 1)[b])
+        return pa.array(vals.astype(np.int64, copy=False), type=typ, mask=mask)
+    edges = col.edges()
+    vals = edges[:-1][b] + rng.random(len(c)) * (edges[1:] - edges[:-1])[b]
+    np.clip(vals, col.lower, col.upper, out=vals)
+    return pa.array(vals, type=typ, mask=mask)
+
+
+def _decode_table(part: np.ndarray, schema: Schema, rng: np.random.Generator, target: pa.Schema,
+                  labels: list[pa.Array | None]) -> pa.Table:
+    codes = np.unravel_index(part, schema.sizes)
+    arrays = []
+    for j, col in enumerate(schema.columns):
+        c = np.asarray(codes[j], dtype=np.int64)
+        if isinstance(col, CategoricalColumn):
+            arrays.append(labels[j].take(pa.array(np.minimum(c, len(col.categories)))))
+        else:
+            arrays.append(_numeric_array(c, col, rng, target.field(j).type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _csv_bytes(table: pa.Table, header: bool) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    options = pacsv.WriteOptions(include_header=header, quoting_style="needed", eol="\r\n")
+    pacsv.write_csv(table, sink, write_options=options)
+    return sink.getvalue()
 
 
 def write_synthetic_csv(
@@ -77,30 +118,46 @@ def write_synthetic_csv(
         for col in schema.columns
     ]
     n = len(cells)
-    options = pacsv.WriteOptions(include_header=True, quoting_style="needed", eol="\r\n")
-    # Arrow formats and writes chunk i on a second thread (it releases the GIL) while chunk i+1 is decoded.
-    opened = pq.ParquetWriter(str(path), target) if parquet else pacsv.CSVWriter(str(path), target, write_options=options)
-    with opened as writer, ThreadPoolExecutor(1) as pool:
+    if parquet:
+        _write_parquet(cells, schema, str(path), rng, target, labels, chunk_rows, report)
+        return n
+    # Number formatting is most of the work: slices of each decoded chunk are formatted to bytes on
+    # worker threads (Arrow releases the GIL) while the next chunk is decoded; bytes are written in order.
+    workers = FORMAT_WORKERS or max(1, min(4, os.cpu_count() or 1))
+    pieces: deque[Future[pa.Buffer]] = deque()
+    with open(path, "wb") as fh, ThreadPoolExecutor(workers) as pool:
+        if n == 0:
+            fh.write(_csv_bytes(target.empty_table(), True))
+        first = True
+        for start in range(0, n, chunk_rows):
+            part = cells[start : start + chunk_rows]
+            table = _decode_table(part, schema, rng, target, labels)
+            for k in range(0, len(part), SLICE_ROWS):
+                pieces.append(pool.submit(_csv_bytes, table.slice(k, SLICE_ROWS), first))
+                first = False
+                while len(pieces) > 4 * workers:
+                    fh.write(pieces.popleft().result())
+            report(min(1.0, (start + len(part)) / n), f"Writing synthetic rows ({start + len(part):,} of {n:,})")
+        while pieces:
+            fh.write(pieces.popleft().result())
+    return n
+
+
+def _write_parquet(cells: np.ndarray, schema: Schema, path: str, rng: np.random.Generator, target: pa.Schema,
+                   labels: list[pa.Array | None], chunk_rows: int, report: Callable[[float, str], None]) -> None:
+    n = len(cells)
+    # Arrow encodes and writes chunk i on a second thread (it releases the GIL) while chunk i+1 is decoded.
+    with pq.ParquetWriter(path, target) as writer, ThreadPoolExecutor(1) as pool:
         pending = pool.submit(writer.write_table, target.empty_table()) if n == 0 else None
         for start in range(0, n, chunk_rows):
             part = cells[start : start + chunk_rows]
-            codes = np.unravel_index(part, schema.sizes)
-            arrays = []
-            for j, col in enumerate(schema.columns):
-                c = np.asarray(codes[j], dtype=np.int64)
-                if isinstance(col, CategoricalColumn):
-                    arrays.append(labels[j].take(pa.array(np.minimum(c, len(col.categories)))))
-                else:
-                    values = _decode_numeric(c, col, rng)
-                    arrays.append(pa.array(values, type=target.field(j).type, from_pandas=True))
-            table = pa.Table.from_arrays(arrays, schema=target)
+            table = _decode_table(part, schema, rng, target, labels)
             if pending is not None:
                 pending.result()
             pending = pool.submit(writer.write_table, table)
             report(min(1.0, (start + len(part)) / n), f"Writing synthetic rows ({start + len(part):,} of {n:,})")
         if pending is not None:
             pending.result()
-    return n
 
 
 class ProgressBar:
