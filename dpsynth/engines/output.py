@@ -74,12 +74,24 @@ def _numeric_array(c: np.ndarray, col: Any, rng: np.random.Generator, typ: pa.Da
     return pa.array(vals, type=typ, mask=mask)
 
 
+def _unravel(part: np.ndarray, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """``np.unravel_index`` (row-major); in 32-bit arithmetic, twice as fast, when the domain allows."""
+    if int(np.prod(sizes, dtype=object)) > np.iinfo(np.int32).max:
+        return [np.asarray(c, dtype=np.int64) for c in np.unravel_index(part, sizes)]
+    q = np.asarray(part).astype(np.int32)
+    out: list[np.ndarray] = [q] * len(sizes)
+    for j in range(len(sizes) - 1, 0, -1):
+        q, out[j] = np.divmod(q, np.int32(sizes[j]))
+    out[0] = q
+    return out
+
+
 def _decode_table(part: np.ndarray, schema: Schema, rng: np.random.Generator, target: pa.Schema,
                   labels: list[pa.Array | None]) -> pa.Table:
-    codes = np.unravel_index(part, schema.sizes)
+    codes = _unravel(part, schema.sizes)
     arrays = []
     for j, col in enumerate(schema.columns):
-        c = np.asarray(codes[j], dtype=np.int64)
+        c = codes[j]
         if isinstance(col, CategoricalColumn):
             arrays.append(labels[j].take(pa.array(np.minimum(c, len(col.categories)))))
         else:
