@@ -26,7 +26,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dpsynth import noise
 from dpsynth.errors import InputError
@@ -269,6 +268,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     if dlt <= 0:
         raise InputError("The Gaussian mechanism needs δ > 0.")
     d = float(l2_sensitivity)
+    from scipy import special  # imported here: the CLI's release path never needs scipy
 
     def prof(s: float) -> float:
         a, b = d / (2 * s), eps * s / d
