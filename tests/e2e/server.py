@@ -25,15 +25,21 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard(ledger: Path, timeout: float = 60.0) -> Iterator[str]:
-    """Run ``streamlit run app.py`` headless with its own ledger; yield the base URL; stop it afterwards."""
+def dashboard(ledger: Path, timeout: float = 60.0, env: dict[str, str] | None = None,
+              log: Path | None = None) -> Iterator[str]:
+    """Run ``streamlit run app.py`` headless with its own ledger; yield the base URL; stop it afterwards.
+
+    ``env`` adds variables (e.g. a sandboxed TMPDIR/HOME); ``log`` receives the server's output.
+    """
     port = free_port()
-    env = {**os.environ, "DPSYNTH_LEDGER": str(ledger), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
+    full_env = {**os.environ, "DPSYNTH_LEDGER": str(ledger), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", **(env or {})}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    if log is not None:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    else:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -45,14 +51,17 @@ def dashboard(ledger: Path, timeout: float = 60.0) -> Iterator[str]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise RuntimeError(f"streamlit did not start on {url}:\n{out}")
+                if log is not None:
+                    out_text = log.read_text(errors="replace")
+                else:
+                    out_text = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"streamlit did not start on {url}:\n{out_text}")
             time.sleep(0.3)
         yield url
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

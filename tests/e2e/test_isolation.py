@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from dpsynth.accounting import Ledger
-from tests.e2e.server import CHROMIUM, CHROMIUM_ARGS, free_port, goto_page, wait_idle
+from tests.e2e.server import CHROMIUM, CHROMIUM_ARGS, dashboard, goto_page, wait_idle
 
 pytestmark = [
     pytest.mark.e2e,
@@ -37,39 +32,10 @@ PAGES = ["1 · Data", "2 · Schema", "3 · Privacy", "4 · Release", "Utility", 
          "Re-identification risk", "How the noise works", "Privacy ledger"]
 
 
-@contextmanager
-def server(ledger: Path, sandbox: Path, log: Path) -> Iterator[str]:
+def server(ledger: Path, sandbox: Path, log: Path):  # noqa: ANN201 - a context manager
     """``streamlit run app.py`` with its own temp dir, home and ledger; stdout and stderr to ``log``."""
-    port = free_port()
-    env = {**os.environ, "DPSYNTH_LEDGER": str(ledger), "TMPDIR": str(sandbox / "tmp"), "HOME": str(sandbox / "home"),
-           "XDG_CACHE_HOME": str(sandbox / "home" / ".cache"), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start:\n{log.read_text(errors='replace')}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    env = {"TMPDIR": str(sandbox / "tmp"), "HOME": str(sandbox / "home"), "XDG_CACHE_HOME": str(sandbox / "home" / ".cache")}
+    return dashboard(ledger, timeout=90, env=env, log=log)
 
 
 class Traffic:
