@@ -84,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | None]:
+    """The ledger to charge (said aloud when new) and the total budget asked for a dataset new to it."""
+    ledger = Ledger(a.ledger or default_ledger_path())
+    if ledger.created:
+        print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
+    if a.budget is None and a.budget_delta is None:
+        return ledger, None
+    return ledger, PrivacyBudget(a.budget if a.budget is not None else DEFAULT_TOTAL_BUDGET.epsilon,
+                                 a.budget_delta if a.budget_delta is not None else DEFAULT_TOTAL_BUDGET.delta)
+
+
 def _release(a: argparse.Namespace) -> int:
     from dpsynth.engines import default_engine
 
@@ -94,13 +105,7 @@ def _release(a: argparse.Namespace) -> int:
         raise InputError("--threshold needs --engine duckdb or spark.")
     schema = load_schema(a.schema)
     df = read_table(a.input)
-    ledger = Ledger(a.ledger or default_ledger_path())
-    if ledger.created:
-        print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
-    budget = None
-    if a.budget is not None or a.budget_delta is not None:
-        budget = PrivacyBudget(a.budget if a.budget is not None else DEFAULT_TOTAL_BUDGET.epsilon,
-                               a.budget_delta if a.budget_delta is not None else DEFAULT_TOTAL_BUDGET.delta)
+    ledger, budget = _ledger_and_budget(a)
     rel = release(
         df, schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
         method=a.method, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, id_column=a.id_column,
@@ -146,13 +151,7 @@ def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
     if unsupported:
         raise InputError(f"{', '.join(unsupported)} need(s) --engine pandas for now (the {engine} engine counts full histograms).")
     schema = load_schema(a.schema)
-    ledger = Ledger(a.ledger or default_ledger_path())
-    if ledger.created:
-        print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
-    budget = None
-    if a.budget is not None or a.budget_delta is not None:
-        budget = PrivacyBudget(a.budget if a.budget is not None else DEFAULT_TOTAL_BUDGET.epsilon,
-                               a.budget_delta if a.budget_delta is not None else DEFAULT_TOTAL_BUDGET.delta)
+    ledger, budget = _ledger_and_budget(a)
     rel = release_from_source(
         a.input, schema, engine=engine, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours,
         mechanism=a.mechanism, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, expected_rows=a.expected_rows,
