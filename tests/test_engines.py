@@ -329,7 +329,8 @@ def test_marginals_from_one_scan(files: dict) -> None:
 
 
 @pytest.mark.parametrize(("lower", "upper", "bins"), [(-0.3, 0.7, 9973), (1e-7, 3e-7, 1000), (-1e6, 1.7e6, 4321),
-                                                     (0.1, 0.30000000000000004, 3), (-5.5, -0.25, 10_000)])
+                                                     (0.1, 0.30000000000000004, 3), (-5.5, -0.25, 10_000),
+                                                     (1e-7, 3e-7, 24), (-0.3, 0.7, 25), (-1e6, 1.7e6, 17), (0, 1, 1)])
 def test_every_edge_and_its_neighbours_match_encode(lower: float, upper: float, bins: int) -> None:
     col = NumericColumn(name="v", lower=lower, upper=upper, bins=bins)
     e = col.edges()
@@ -367,6 +368,40 @@ def test_numeric_text_syntax_fuzzed_against_pandas() -> None:
     fine = np.isin(expected, [S.OK, S.LOW, S.HIGH])
     ref_codes = encode(pd.DataFrame({"v": np.where(fine, np.array(strs, dtype=object), "")}), Schema((col,))).codes[:, 0]
     np.testing.assert_array_equal(got["code_0"][fine], ref_codes[fine])
+    # the one-pass query the engine runs: same status in the flags, same cell wherever it is used
+    fq, _ = S.fast_rows_sql(Schema((col,)), {"v": "VARCHAR"}, "src", row_numbers=True)
+    fast = con.execute(f"SELECT __r, cell, f0 FROM ({fq}) ORDER BY __r").fetchnumpy()
+    np.testing.assert_array_equal(fast["f0"] & 7, expected)
+    np.testing.assert_array_equal(fast["cell"][fine | (expected == S.MISSING)],
+                                  np.where(expected == S.MISSING, col.bins, ref_codes)[fine | (expected == S.MISSING)])
+
+
+@pytest.mark.parametrize("blank_category", [False, True])
+def test_one_pass_query_matches_the_staged_query_on_categories(blank_category: bool) -> None:
+    """Fuzzed labels (known, unknown, blank, padded) under each unknown policy: same flags and used cells."""
+    import duckdb
+
+    from dpsynth.engines import sql as S
+
+    rng = np.random.default_rng(5)
+    cats = ("a", "b c", " ") if blank_category else ("a", "b c", "B")
+    pool = np.array(["a", "b c", "B", "", " ", "  a", "a ", "x", "b", "c"], dtype=object)
+    values = pool[rng.integers(0, len(pool), 5000)]
+    for policy in ("missing", "drop", "error"):
+        schema = Schema((CategoricalColumn(name="c", categories=cats, missing=True, on_unknown=policy),
+                         NumericColumn(name="n", lower=0, upper=1, bins=3)))
+        con = duckdb.connect()
+        con.register("src", pd.DataFrame({"c": values, "n": rng.random(len(values))}))
+        for stmt in S.enum_ddl(schema):
+            con.execute(stmt)
+        types = {"c": "VARCHAR", "n": "DOUBLE"}
+        staged = S.staged_sql(schema, types, "src", "duckdb", row_numbers=True)
+        ref = con.execute(f"SELECT __r, st_0, st_1, code_0, code_1 FROM ({staged}) ORDER BY __r").fetchnumpy()
+        fq, _ = S.fast_rows_sql(schema, types, "src", row_numbers=True)
+        got = con.execute(f"SELECT __r, cell, f0 FROM ({fq}) ORDER BY __r").fetchnumpy()
+        np.testing.assert_array_equal(got["f0"], ref["st_0"] + (ref["st_1"] << S.STATUS_BITS))
+        used = np.isin(ref["st_0"], [S.OK, S.MISSING, S.UNKNOWN_MISSING])
+        np.testing.assert_array_equal(got["cell"][used], (ref["code_0"] * 3 + ref["code_1"])[used])
 
 
 def test_parquet_output_has_the_same_rows(tmp_path) -> None:
@@ -388,3 +423,48 @@ def test_parquet_output_has_the_same_rows(tmp_path) -> None:
     np.testing.assert_array_equal(pd.to_numeric(a["age"].replace("", np.nan)).to_numpy(dtype=float),
                                   b["age"].to_numpy(dtype=float, na_value=np.nan))
     assert a["'=colour"].str.lstrip("'").tolist() == b["=colour"].fillna("").tolist()
+
+
+@pytest.mark.parametrize("bins", [1, 3, 30])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_typed_nan_and_infinity_in_parquet_follow_encode(tmp_path, bins: int, bad: float) -> None:
+    """A Parquet DOUBLE column holding NaN (pandas' missing value) or ±inf (refused), any bin width.
+
+    Parquet's min/max statistics leave NaN out; DuckDB must not fold the NaN test away.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = np.linspace(0, 1, 50)
+    values[7] = bad
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"v": pa.array(values)}), path)
+    for missing in (True, False):
+        schema = Schema((NumericColumn(name="v", lower=0, upper=1, bins=bins, missing=missing),))
+        if np.isnan(bad) and missing:
+            got = get_engine("duckdb").count(path, schema)
+            np.testing.assert_array_equal(got.dense, reference(pd.read_parquet(path), schema).dense)
+            assert got.dense[-1] == 1 and got.report.columns[0].missing == 1
+        else:
+            msg = _error(lambda s=schema: get_engine("duckdb").count(path, s))
+            assert ("infinite" if np.isinf(bad) else "empty value") in msg and "'v'" in msg and "8" in msg
+
+
+@pytest.mark.parametrize("odd", ["1_000", "+-3", " +-3 ", None])
+def test_csv_number_forms_duckdb_parses_and_pandas_refuses(tmp_path, odd: str | None) -> None:
+    """The per-row test for '1_000' / '+-1' is skipped only when the file's bytes cannot hold them."""
+    from dpsynth.engines.duckdb_engine import _plain_number_bytes
+
+    rows = ["v,c"] + [f"{i % 10},a" for i in range(200)]
+    if odd is not None:
+        rows[50] = f"{odd},a"
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    schema = Schema((NumericColumn(name="v", lower=0, upper=2000, bins=4), CategoricalColumn(name="c", categories=("a",))))
+    assert _plain_number_bytes(path) is (odd is None)
+    if odd is None:
+        got = get_engine("duckdb").count(path, schema)
+        np.testing.assert_array_equal(got.dense, reference(pd.read_csv(path), schema).dense)
+    else:
+        msg = _error(lambda: get_engine("duckdb").count(path, schema))
+        assert "not numbers" in msg and "row 50" in msg
