@@ -446,10 +446,16 @@ def _select(scores: np.ndarray, sensitivity: float, epsilon: float, rng: np.rand
 # --------------------------------------------------------------------------------------------
 
 
-def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...]) -> np.ndarray:
+def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...], weights: np.ndarray | None = None) -> np.ndarray:
     shape = tuple(sizes[c] for c in cols)
     idx = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
-    return np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
+    if weights is None:
+        return np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
+    if int(weights.sum()) < 2**53:  # float sums of whole numbers are exact below 2^53
+        return np.bincount(idx, weights=weights, minlength=math.prod(shape)).astype(np.int64).reshape(shape)
+    out = np.zeros(math.prod(shape), dtype=np.int64)
+    np.add.at(out, idx, weights)
+    return out.reshape(shape)
 
 
 def project_simplex(y: np.ndarray, total: float) -> np.ndarray:
@@ -498,16 +504,25 @@ def fit_marginal_model(
     max_contributions: int = 1,
     rng: np.random.Generator,
     progress: Progress | None = None,
+    weights: np.ndarray | None = None,
 ) -> MarginalModel:
     """Fit the junction-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
 
-    See the module docstring for the stages, their guarantees and their composition.
+    See the module docstring for the stages, their guarantees and their composition. With
+    ``weights``, row i of ``codes`` stands for ``weights[i]`` identical records (an engine's
+    occupied cells and their counts, :meth:`dpsynth.engines.CellCounts.occupied_codes`): every
+    marginal, hence the released model and its guarantee, is that of the expanded table.
     """
     from dpsynth.mechanisms import check_delta, check_epsilon
 
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     rel = Neighbours.parse(neighbours)
     codes, sizes = _validate(codes, sizes)
+    if weights is not None:
+        weights = np.asarray(weights)
+        if weights.shape != (len(codes),) or not np.issubdtype(weights.dtype, np.integer) or (weights < 0).any():
+            raise InputError("weights must be one whole number ≥ 0 per row of codes.")
+        weights = weights.astype(np.int64, copy=False)
     d = len(sizes)
     plan = _Plan(eps, dlt, rel, max_contributions)
     report = progress or (lambda _f, _m: None)
@@ -526,7 +541,7 @@ def fit_marginal_model(
     measurements: list[tuple[tuple[int, ...], np.ndarray]] = []
     mechs: list[_Mech] = []
     for j in range(d):
-        y = _measure(_counts(codes, sizes, (j,)), one_mech, rng)
+        y = _measure(_counts(codes, sizes, (j,), weights), one_mech, rng)
         measurements.append(((j,), y))
         mechs.append(one_mech)
     stages.append(_stage("one-way marginals", plan, one_mech.cost * d,
@@ -544,7 +559,7 @@ def fit_marginal_model(
 
     def real(m: tuple[int, ...]) -> np.ndarray:
         if m not in counts_cache:
-            counts_cache[m] = _counts(codes, sizes, m)
+            counts_cache[m] = _counts(codes, sizes, m, weights)
         return counts_cache[m]
 
     # Two columns: one pair says everything. Otherwise extra rounds grow cliques or re-measure.

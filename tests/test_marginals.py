@@ -289,3 +289,19 @@ def test_pair_marginals_across_cliques_are_exact() -> None:
         other = tuple(i for i in range(len(sizes)) if i not in pair)
         np.testing.assert_allclose(model.marginal(pair), joint.sum(axis=other), atol=1e-12)
         np.testing.assert_allclose(model.marginal(pair[::-1]), joint.sum(axis=other).T, atol=1e-12)
+
+
+def test_weighted_rows_give_the_same_model_as_the_expanded_table() -> None:
+    """Occupied cells with counts (what an engine returns) fit exactly as the rows they stand for."""
+    codes, sizes = _table(3_000)
+    cells, inverse, cnt = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
+    assert len(cells) < len(codes)
+    order = np.random.default_rng(5).permutation(len(cells))  # order of the occupied cells must not matter
+    a = fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove", rng=np.random.default_rng(7))
+    b = fit_marginal_model(cells[order], sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
+                           rng=np.random.default_rng(7), weights=cnt[order])
+    assert [c for c, _ in a.measurements] == [c for c, _ in b.measurements]
+    assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(a.measurements, b.measurements, strict=True))
+    with pytest.raises(InputError, match="weights"):
+        fit_marginal_model(cells, sizes, epsilon=1.0, delta=0, neighbours="add-remove",
+                           rng=np.random.default_rng(7), weights=-cnt)
