@@ -11,21 +11,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from dpsynth import noise
-from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
-from dpsynth.artifacts import card_json, card_markdown
-from dpsynth.datasets import file_fingerprint
-from dpsynth.drafting import draft_schema
+from dpsynth.accounting import default_ledger_path
 from dpsynth.errors import DPSynthError, InputError
-from dpsynth.histogram import counts_from_frame
-from dpsynth.io import read_table, to_safe_csv
-from dpsynth.release import DEFAULT_TOTAL_BUDGET, card_summary_line, release
-from dpsynth.schema import load_schema
-from dpsynth.synthesis import synthesize
-from dpsynth.utility import accuracy_preview
+
+if TYPE_CHECKING:
+    from dpsynth.accounting import Ledger, PrivacyBudget
+
+# Each command imports what it needs when it runs: an engine release starts its count before
+# pandas and the rest of the library are loaded.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | None]:
     """The ledger to charge (said aloud when new) and the total budget asked for a dataset new to it."""
+    from dpsynth.accounting import Ledger, PrivacyBudget
+    from dpsynth.release import DEFAULT_TOTAL_BUDGET
+
     ledger = Ledger(a.ledger or default_ledger_path())
     if ledger.created:
         print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
@@ -103,6 +101,12 @@ def _release(a: argparse.Namespace) -> int:
         return _release_on_engine(a, engine)
     if a.threshold != 1:
         raise InputError("--threshold needs --engine duckdb or spark.")
+    from dpsynth.artifacts import card_json, card_markdown
+    from dpsynth.datasets import file_fingerprint
+    from dpsynth.io import read_table, to_safe_csv
+    from dpsynth.release import card_summary_line, release
+    from dpsynth.schema import load_schema
+
     schema = load_schema(a.schema)
     df = read_table(a.input)
     ledger, budget = _ledger_and_budget(a)
@@ -142,7 +146,10 @@ def _progress_bar(a: argparse.Namespace):  # noqa: ANN202 - a callable (fraction
 
 def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
     """``release`` counted on DuckDB/Spark straight from the file; rows streamed to --out."""
-    from dpsynth.release import release_from_source
+    from dpsynth.artifacts import card_json, card_markdown
+    from dpsynth.io import to_safe_csv
+    from dpsynth.release import card_summary_line, release_from_source
+    from dpsynth.schema import load_schema
 
     unsupported = [flag for flag, bad in (("--method marginals", a.method == "marginals"),
                                           ("--id-column", a.id_column is not None),
@@ -172,6 +179,9 @@ def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
 
 
 def _schema(a: argparse.Namespace) -> int:
+    from dpsynth.drafting import draft_schema
+    from dpsynth.io import read_table
+
     df = read_table(a.input)
     schema, left_out = draft_schema(df, bins=a.bins)
     Path(a.out).write_text(schema.to_json(), encoding="utf-8")
@@ -185,6 +195,8 @@ def _schema(a: argparse.Namespace) -> int:
 
 
 def _ledger(a: argparse.Namespace) -> int:
+    from dpsynth.accounting import Ledger
+
     ledger = Ledger(a.ledger or default_ledger_path(), create=False)
     datasets = ledger.datasets()
     if a.json:
@@ -201,6 +213,12 @@ def _ledger(a: argparse.Namespace) -> int:
 
 
 def _resample(a: argparse.Namespace) -> int:
+    from dpsynth import noise
+    from dpsynth.histogram import counts_from_frame
+    from dpsynth.io import read_table, to_safe_csv
+    from dpsynth.schema import load_schema
+    from dpsynth.synthesis import synthesize
+
     schema = load_schema(a.schema)
     rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
     if Path(a.histogram).suffix.lower() == ".json":
@@ -222,6 +240,9 @@ def _resample(a: argparse.Namespace) -> int:
 
 
 def _preview(a: argparse.Namespace) -> int:
+    from dpsynth.schema import load_schema
+    from dpsynth.utility import accuracy_preview
+
     schema = load_schema(a.schema)
     p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
     print(f"{p['n_cells']:,} cells, {p['mechanism']} noise with standard deviation {p['noise_std']:.2f} per cell.")
@@ -241,9 +262,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DPSynthError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except (OSError, pd.errors.ParserError) as exc:
+    except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        pd = sys.modules.get("pandas")  # a parser error can only come from pandas once it is loaded
+        if pd is not None and isinstance(exc, pd.errors.ParserError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
     except InputError as exc:  # pragma: no cover - InputError is a DPSynthError; kept for clarity
         print(f"error: {exc}", file=sys.stderr)
         return 2
