@@ -7,7 +7,9 @@ unknown) goes into an :class:`EncodingReport` for the curator's eyes only; it is
 a release.
 
 Decoding is post-processing: it draws a value uniformly inside each sampled numeric bin (a
-whole number when the column is integer-valued) and maps categorical cells back to labels.
+uniform point of the bin's grid when the column declares one: whole numbers for ``integer``,
+multiples of 10^-d for ``decimals`` d) and maps categorical cells back to labels. Its randomness
+comes from a fast generator seeded by the release's generator (:mod:`dpsynth.synthesis`).
 """
 
 from __future__ import annotations
@@ -101,17 +103,62 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
 def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
     """Turn cell codes into a table: a uniform value inside each numeric bin, labels for categories.
 
-    Post-processing of the codes: it adds no privacy loss. O(rows × columns), vectorised.
+    Post-processing of the codes: it adds no privacy loss. O(rows × columns), vectorised. Draws
+    256 bits from ``rng`` and takes the values from the fast generator they seed (the law is the
+    same whatever the generator; see :mod:`dpsynth.synthesis`).
+    """
+    from dpsynth.synthesis import _CHUNK_KEY, fast_rng, post_processing_seed
+
+    return decode_with(codes, schema, fast_rng(post_processing_seed(rng), _CHUNK_KEY, 0))
+
+
+def decode_with(codes: np.ndarray, schema: Schema, gen: np.random.Generator) -> pd.DataFrame:
+    """:func:`decode` drawing from ``gen`` itself: column by column, the draws of :func:`draw_numeric`.
+
+    The streaming writer (:mod:`dpsynth.engines.output`) makes the same draws in the same order,
+    so for the same generator state both give the same values.
     """
     data: dict[str, pd.Series | np.ndarray] = {}
     for j, col in enumerate(schema.columns):
         c = np.asarray(codes[:, j], dtype=np.int64)
         if isinstance(col, NumericColumn):
-            data[col.name] = _decode_numeric(c, col, rng)
+            data[col.name] = _decode_numeric(c, col, gen)
         else:
             labels = np.array(list(col.categories) + [None], dtype=object)
             data[col.name] = pd.Series(labels[np.minimum(c, len(col.categories))], dtype="object")
     return pd.DataFrame(data)
+
+
+def draw_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """Values for the cell codes ``c`` of a numeric column, and the mask of missing cells (None if none allowed).
+
+    A column with a value grid (:attr:`NumericColumn.grid_decimals` d: ``integer`` is d = 0)
+    gets int64 grid units k, uniform over the grid points of the bin (:meth:`NumericColumn.grid_ranges`;
+    the value is k·10^-d); other columns get float64 values uniform on the bin, clipped into the
+    bounds. One draw per row, missing rows included (their value is then discarded).
+    """
+    b = np.minimum(c, col.bins - 1)
+    mask = (c >= col.bins) if col.missing else None
+    if col.grid_decimals is not None:
+        lo, hi = col.grid_ranges()
+        return gen.integers(lo[b], (hi + 1)[b]), mask
+    edges = col.edges()
+    vals = edges[:-1][b] + gen.random(len(c)) * (edges[1:] - edges[:-1])[b]
+    # keep draws inside [lower, upper] even after rounding
+    np.clip(vals, col.lower, col.upper, out=vals)
+    return vals, mask
+
+
+def unravel(cells: np.ndarray, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """``np.unravel_index`` (row-major); in 32-bit arithmetic, twice as fast, when the domain allows."""
+    if int(np.prod(sizes, dtype=object)) > np.iinfo(np.int32).max:
+        return [np.asarray(c, dtype=np.int64) for c in np.unravel_index(cells, sizes)]
+    q = np.asarray(cells).astype(np.int32)
+    out: list[np.ndarray] = [q] * len(sizes)
+    for j in range(len(sizes) - 1, 0, -1):
+        q, out[j] = np.divmod(q, np.int32(sizes[j]))
+    out[0] = q
+    return out
 
 
 def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> np.ndarray:
@@ -195,21 +242,17 @@ def _encode_categorical(series: pd.Series, col: CategoricalColumn, rep: ColumnRe
     return out, drop
 
 
-def _decode_numeric(c: np.ndarray, col: NumericColumn, rng: np.random.Generator) -> pd.Series:
-    is_missing = c >= col.bins
-    b = np.minimum(c, col.bins - 1)
-    if col.integer:
-        lo, hi = col.integer_ranges()
-        vals = rng.integers(lo[b], hi[b] + 1)
-        if col.missing:
+def _decode_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator) -> pd.Series:
+    vals, is_missing = draw_numeric(c, col, gen)
+    d = col.grid_decimals
+    if d is not None and d > 0:
+        # k / 10^d correctly rounded: the float64 a reader parses from the text written with d decimals
+        vals = vals / 10.0**d
+    elif d == 0:
+        if is_missing is not None:
             return pd.Series(pd.array(np.where(is_missing, 0, vals), dtype="Int64")).mask(is_missing)
         return pd.Series(vals.astype(np.int64))
-    edges = col.edges()
-    lo, width = edges[b], edges[b + 1] - edges[b]
-    vals = lo + rng.random(len(c)) * width
-    # keep draws strictly inside [lower, upper] even after rounding
-    vals = np.clip(vals, col.lower, col.upper)
-    if col.missing:
+    if is_missing is not None:
         vals = np.where(is_missing, np.nan, vals)
     return pd.Series(vals)
 

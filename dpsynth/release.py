@@ -245,9 +245,14 @@ def _child_rng(rng: np.random.Generator) -> np.random.Generator:
 
 
 def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
+    from dpsynth.synthesis import POST_PROCESSING_RANDOMNESS
+
     return {
         "steps": ["negative noisy counts clamped to 0", "normalised to probabilities",
-                  "cells sampled (multinomial)", "values drawn uniformly inside each numeric bin"],
+                  "cells sampled (multinomial) and put in random order",
+                  "values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared"
+                  " decimals where the schema has one)"],
+        "randomness": POST_PROCESSING_RANDOMNESS,
         "synthetic_rows": m,
         "synthetic_rows_source": "the noisy total of the released counts" if rows is None else "set by the curator",
     }
@@ -353,15 +358,16 @@ def release_from_source(
     the same released law, memory growing with occupied cells. ``threshold`` τ ≥ 1 reports cells
     whose noisy count is below τ as 0 (post-processing) before sampling.
 
-    With ``synthetic_path`` the synthetic rows are streamed to that CSV in chunks
-    (:func:`dpsynth.engines.output.write_synthetic_csv`) and ``Release.synthetic`` holds only the
-    columns. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
+    With ``synthetic_path`` the synthetic rows are streamed to that CSV (or Parquet) in chunks
+    sampled, decoded and formatted on worker threads (:func:`dpsynth.engines.output.write_synthetic_csv`;
+    never all cells at once) and ``Release.synthetic`` holds only the columns; without it,
+    ``Release.synthetic`` holds the same rows the file would. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
     :func:`dataset_fingerprint`), computed while the engine counts.
     """
     from dpsynth.engines import get_engine
     from dpsynth.engines.output import write_synthetic_csv
-    from dpsynth.sparse import noise_sparse, sample_cells_sparse, sparse_histogram_frame
-    from dpsynth.synthesis import cell_probabilities, sample_cells
+    from dpsynth.sparse import noise_sparse, sparse_histogram_frame
+    from dpsynth.synthesis import RowSampler, post_processing_seed
 
     report_progress = progress or (lambda _f, _m: None)
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
@@ -422,7 +428,7 @@ def release_from_source(
         noisy = mech(counts.dense, rng=rng)
         m = noisy_total(noisy) if rows is None else int(rows)
         kept = noisy if threshold == 1 else np.where(noisy >= threshold, noisy, 0)
-        cells = sample_cells(cell_probabilities(kept), m, rng=rng)
+        sampler = RowSampler.dense(kept, m, seed=post_processing_seed(rng))
         hist = histogram_frame(noisy, schema)
         noisy_counts = noisy
     else:
@@ -430,19 +436,17 @@ def release_from_source(
         sp = noise_sparse(occ, cnt, n_cells, mech, rng=rng, threshold=threshold, method=sparse_method)  # type: ignore[arg-type]
         # the unclamped total's noise grows like √cells; on a huge domain the released (listed) counts' sum is the usable size
         m = int(sp.values.sum()) if rows is None else int(rows)
-        cells = sample_cells_sparse(sp, m, rng=rng)
+        # same law as the dense path: rows i.i.d. from the listed (clamped) counts, uniform if none
+        sampler = RowSampler.from_weights(sp.cells, sp.values, n_cells, m, seed=post_processing_seed(rng))
         hist = sparse_histogram_frame(sp, schema)
         card["sparse"] = sp.describe()
     report_progress(0.7, "Sampling synthetic rows")
     if synthetic_path is not None:
-        write_synthetic_csv(cells, schema, synthetic_path, rng=rng,
+        write_synthetic_csv(sampler, schema, synthetic_path,
                             progress=lambda f, msg: report_progress(0.7 + 0.3 * f, msg))
         synthetic = pd.DataFrame({c.name: pd.Series(dtype="object") for c in schema.columns})
     else:
-        from dpsynth.binning import decode
-
-        codes = np.stack(np.unravel_index(cells, schema.sizes), axis=1) if m else np.zeros((0, len(schema.columns)), dtype=np.int64)
-        synthetic = decode(codes, schema, rng=rng)
+        synthetic = sampler.frame(schema)
     card["mechanism"] = mech.describe()
     card["post_processing"] = _post_processing(rows, m)
     if sp is not None and rows is None:

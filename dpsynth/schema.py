@@ -36,6 +36,8 @@ UNKNOWN_POLICIES: tuple[str, ...] = ("error", "missing", "drop")
 MISSING_LABEL = "(missing)"
 MAX_CATEGORIES = 10_000
 MAX_BINS = 10_000
+#: Most decimals a numeric column may declare (its grid units must fit int64 and float64 exactly).
+MAX_DECIMALS = 9
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +47,10 @@ class NumericColumn:
     Bin ``j`` is ``[lower + j·h, lower + (j+1)·h)`` with ``h = (upper - lower) / bins``; the
     value ``upper`` falls in the last bin. Values outside the bounds are clamped (seed 000's
     ``[L, U]`` assumption). With ``integer`` the synthetic values are whole numbers, and every bin
-    must contain one. With ``missing`` an extra last cell holds empty values (NaN).
+    must contain one. With ``decimals`` = d (0 to 9) they lie on the grid of multiples of 10^-d
+    (written with d decimals), and every bin must contain a grid point; ``integer`` is the grid
+    of whole numbers, so the two are not set together. With ``missing`` an extra last cell holds
+    empty values (NaN).
     """
 
     name: str
@@ -55,6 +60,7 @@ class NumericColumn:
     integer: bool = False
     missing: bool = False
     provenance: Provenance = "public"
+    decimals: int | None = None
     type: Literal["numeric"] = field(default="numeric", init=False)
 
     def __post_init__(self) -> None:
@@ -70,12 +76,29 @@ class NumericColumn:
         if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= MAX_BINS:
             raise InputError(f"Column {self.name!r}: bins must be a whole number from 1 to {MAX_BINS}, got {self.bins!r}.")
         _check_provenance(self.name, self.provenance)
-        if self.integer:
-            lo, hi = self.integer_ranges()
+        d = self.decimals
+        if d is not None:
+            if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DECIMALS:
+                raise InputError(f"Column {self.name!r}: decimals must be a whole number from 0 to {MAX_DECIMALS}, got {d!r}.")
+            if self.integer:
+                raise InputError(
+                    f"Column {self.name!r}: set either integer (whole numbers) or decimals, not both;"
+                    " integer: true is the same as decimals: 0."
+                )
+            # grid units k are held in int64 and k·10^-d must be an exact float64 comparison target
+            if max(abs(self.lower), abs(self.upper)) * 10.0**d > 2.0**53:
+                raise InputError(
+                    f"Column {self.name!r}: {d} decimals on bounds as large as [{self.lower}, {self.upper}]"
+                    " exceed float64 precision; use fewer decimals."
+                )
+        if self.integer or d is not None:
+            lo, hi = self.grid_ranges()
             if np.any(hi < lo):
+                what = "whole number" if self.integer else f"multiple of {10.0**-d:g} ({d} decimals)"
+                fix = "set integer to false" if self.integer else "use more decimals"
                 raise InputError(
                     f"Column {self.name!r}: with {self.bins} bins on [{self.lower}, {self.upper}] some bin"
-                    " contains no whole number; use fewer bins or set integer to false."
+                    f" contains no {what}; use fewer bins or {fix}."
                 )
 
     @property
@@ -90,13 +113,27 @@ class NumericColumn:
         edges[-1] = self.upper
         return edges
 
+    @property
+    def grid_decimals(self) -> int | None:
+        """The decimals of the value grid: 0 for ``integer``, ``decimals``, or None (continuous values)."""
+        return 0 if self.integer else self.decimals
+
     def integer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """Per bin, the smallest and largest whole number it contains (largest < smallest: none)."""
-        edges = self.edges()
-        lo = np.ceil(edges[:-1])
-        hi = np.ceil(edges[1:]) - 1.0
-        hi[-1] = math.floor(self.upper)
-        return lo.astype(np.int64), hi.astype(np.int64)
+        return grid_ranges(self.edges(), 0)
+
+    def grid_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bin, the smallest and largest k (int64) whose grid value k·10^-d lies in it, d = :attr:`grid_decimals`.
+
+        "Lies in" is encoding's rule on the float64 value ``k / 10**d`` (what a CSV reader parses
+        from the written text): lower edge inclusive, upper exclusive, the last bin closed at
+        ``upper``. Largest < smallest means the bin holds no grid point. Continuous columns
+        (no grid) raise ValueError.
+        """
+        d = self.grid_decimals
+        if d is None:
+            raise ValueError(f"column {self.name!r} has no value grid")
+        return grid_ranges(self.edges(), d)
 
     def labels(self) -> list[str]:
         """Readable labels of the cells, e.g. ``[16, 24)``; the last bin is closed."""
@@ -268,7 +305,7 @@ def load_schema(path: str | Path) -> Schema:
     return Schema.from_json(text)
 
 
-_NUMERIC_KEYS = {"name", "type", "lower", "upper", "bins", "integer", "missing", "provenance"}
+_NUMERIC_KEYS = {"name", "type", "lower", "upper", "bins", "integer", "missing", "provenance", "decimals"}
 _CATEGORICAL_KEYS = {"name", "type", "categories", "missing", "on_unknown", "provenance"}
 
 
@@ -294,6 +331,7 @@ def _column_from_dict(raw: Any, i: int) -> Column:
             integer=_bool(raw.get("integer", False), name, "integer"),
             missing=_bool(raw.get("missing", False), name, "missing"),
             provenance=raw.get("provenance", "public"),
+            decimals=_decimals(raw.get("decimals"), name),
         )
     if kind == "categorical":
         extra = set(raw) - _CATEGORICAL_KEYS
@@ -311,6 +349,13 @@ def _column_from_dict(raw: Any, i: int) -> Column:
     raise InputError(f"Column {name!r}: type must be \"numeric\" or \"categorical\", got {kind!r}.")
 
 
+def _decimals(value: Any, name: str) -> int | None:
+    # JSON has one number type: accept 2.0 as 2, as for bins; anything else is checked by the column
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _bool(value: Any, name: str, key: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"Column {name!r}: {key} must be true or false, got {value!r}.")
@@ -325,6 +370,27 @@ def _check_name(name: Any) -> None:
 def _check_provenance(name: str, provenance: str) -> None:
     if provenance not in PROVENANCES:
         raise InputError(f"Column {name!r}: provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}.")
+
+
+def grid_ranges(edges: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin of ``edges``, the first and last k with ``edges[b] <= k / 10**decimals`` below the next edge.
+
+    The last bin is closed (``<= edges[-1]``). Exact for grid values below 2^53 units: the float
+    estimate ``ceil(e·10^d)`` is corrected by comparing the correctly rounded ``k / 10**d`` itself
+    with the edge, the same float64 comparison encoding makes.
+    """
+    scale = 10.0**decimals
+    edges = np.asarray(edges, dtype=np.float64)
+    first = np.ceil(edges * scale)  # estimate of the first k with k/scale >= e; off by at most one
+    first = np.where(first / scale < edges, first + 1, first)
+    first = np.where((first - 1) / scale >= edges, first - 1, first)
+    last = np.floor(edges[-1] * scale)  # last k with k/scale <= upper
+    last = last - 1 if last / scale > edges[-1] else last
+    last = last + 1 if (last + 1) / scale <= edges[-1] else last
+    lo = first[:-1]
+    hi = first[1:] - 1
+    hi[-1] = last
+    return lo.astype(np.int64), hi.astype(np.int64)
 
 
 def _fmt(x: float) -> str:

@@ -54,7 +54,7 @@ from dpsynth.binning import decode
 from dpsynth.errors import InputError
 from dpsynth.mechanisms import DiscreteLaplace, Mechanism
 from dpsynth.schema import Schema
-from dpsynth.synthesis import MAX_SYNTHETIC_ROWS
+from dpsynth.synthesis import RowSampler, check_rows, post_processing_seed
 
 SparseMethod = Literal["auto", "skip", "stream"]
 DEFAULT_CHUNK = 1 << 20
@@ -290,17 +290,11 @@ def sample_cells_sparse(hist: SparseNoisyHistogram, rows: int, *, rng: np.random
 
     Same law as :func:`dpsynth.synthesis.sample_cells` on the dense clamped vector (cells with
     value 0 have probability 0); an all-zero histogram gives the uniform distribution on all cells.
+    Drawn by :class:`dpsynth.synthesis.RowSampler` (the streaming writer's sampler) from a fast
+    generator seeded by 256 bits of ``rng`` (post-processing).
     """
-    if rows < 0 or rows > MAX_SYNTHETIC_ROWS:
-        raise InputError(f"The number of synthetic rows must be between 0 and {MAX_SYNTHETIC_ROWS:,}, got {rows:,}.")
-    w = hist.values.astype(np.float64)
-    if len(w) == 0 or w.sum() <= 0:
-        cells = rng.integers(0, hist.n_cells, size=rows, dtype=np.int64)
-        return cells
-    per_cell = rng.multinomial(rows, w / w.sum())
-    cells = np.repeat(hist.cells, per_cell)
-    rng.shuffle(cells)
-    return cells
+    check_rows(int(rows))
+    return RowSampler.from_weights(hist.cells, hist.values, hist.n_cells, rows, seed=post_processing_seed(rng)).cells()
 
 
 def synthesize_sparse(hist: SparseNoisyHistogram, schema: Schema, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:

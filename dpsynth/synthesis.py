@@ -2,21 +2,45 @@
 
 Steps (seed 000's "histogram as a density"): clamp negative noisy counts to 0, normalise to
 cell probabilities, draw the cells of ``m`` rows from the multinomial distribution
-(O(cells + rows)), expand and shuffle, then decode each cell into values
+(O(cells + rows)), put them in random order, then decode each cell into values
 (:func:`dpsynth.binning.decode`). ``m`` defaults to the noisy total, never the exact n.
+
+Randomness. The DP guarantee comes from the exact noise on the counts, drawn from the release's
+generator (a ChaCha20 CSPRNG in real releases, :mod:`dpsynth.noise`). Everything here is a
+function of the released counts and of randomness independent of the data, so it is
+post-processing whatever generator draws it. It is drawn from a fast numpy generator (SFC64)
+seeded with 256 bits taken once from the release's generator (:func:`post_processing_seed`):
+a seeded release stays reproducible, and a secure release's synthetic rows cannot be predicted
+without its key.
+
+Rows are produced in chunks of at most ``chunk_rows`` (:class:`RowSampler`): the per-cell
+counts of all ``m`` rows are drawn once (multinomial), split across chunks by multivariate
+hypergeometric draws (the counts of consecutive blocks of a uniformly random order of those
+rows), and each chunk is expanded and shuffled with its own generator (seed, chunk index). The
+rows are therefore i.i.d. from the cell probabilities, in random order, and the result does not
+depend on how many threads process the chunks. Memory is O(cells + chunk), never O(m).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from dpsynth.binning import decode
 from dpsynth.errors import InputError
 from dpsynth.schema import Schema
 
 #: Most synthetic rows one call will draw.
 MAX_SYNTHETIC_ROWS = 50_000_000
+#: Rows per chunk: a few tens of MB of arrays and text per chunk in flight.
+CHUNK_ROWS = 1_000_000
+#: How the post-processing generator is described on the release card.
+POST_PROCESSING_RANDOMNESS = (
+    "synthetic rows (cells, their order, values inside bins) drawn with numpy's SFC64 generator seeded by"
+    " 256 bits of the release's generator: independent of the data, so post-processing"
+)
 
 
 def cell_probabilities(noisy_counts: np.ndarray) -> np.ndarray:
@@ -37,18 +61,152 @@ def noisy_total(noisy_counts: np.ndarray) -> int:
     return max(0, int(round(float(np.sum(noisy_counts)))))
 
 
-def sample_cells(probabilities: np.ndarray, rows: int, *, rng: np.random.Generator) -> np.ndarray:
-    """Flat cell index of ``rows`` rows drawn i.i.d. from ``probabilities``, in random order."""
+def post_processing_seed(rng: np.random.Generator) -> int:
+    """256 bits drawn from the release's generator: the seed of all post-processing randomness.
+
+    Always the same number of draws, so ``rng`` ends in a state that does not depend on what is sampled.
+    """
+    return int.from_bytes(rng.bytes(32), "little")
+
+
+def fast_rng(seed: int, *key: int) -> np.random.Generator:
+    """The SFC64 generator of stream ``key`` under ``seed`` (distinct keys: independent streams).
+
+    ``SeedSequence`` hashes the 256-bit seed with the spawn key, so each chunk's stream is fixed
+    by (seed, chunk index) alone, whatever the order in which threads use them.
+    """
+    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def check_rows(rows: int) -> None:
+    """Refuse a negative or unreasonably large number of synthetic rows."""
     if rows < 0 or rows > MAX_SYNTHETIC_ROWS:
         raise InputError(f"The number of synthetic rows must be between 0 and {MAX_SYNTHETIC_ROWS:,}, got {rows:,}.")
-    per_cell = rng.multinomial(rows, probabilities)
-    cells = np.repeat(np.arange(len(probabilities), dtype=np.int64), per_cell)
-    rng.shuffle(cells)
-    return cells
+
+
+#: Stream keys under the seed: (0,) draws the counts and the split; (1, i) serves chunk i.
+_SPLIT_KEY = 0
+_CHUNK_KEY = 1
+
+
+@dataclass(frozen=True)
+class RowSampler:
+    """The cells of ``rows`` synthetic rows, i.i.d. from ``weights`` over ``support``, served in chunks.
+
+    ``support`` holds flat cell indices (row-major over the schema's sizes) and ``weights`` their
+    non-negative weights; with ``weights`` None (or all zero) the rows are uniform over all
+    ``n_cells`` cells. Guarantee: the concatenated chunks are i.i.d. draws from the normalised
+    weights in uniformly random order — the law of :func:`sample_cells` — and they are a function
+    of (weights, rows, seed, chunk_rows) only, not of the order or threads in which chunks are made.
+    """
+
+    support: np.ndarray
+    weights: np.ndarray | None
+    n_cells: int
+    rows: int
+    seed: int
+    chunk_rows: int = CHUNK_ROWS
+
+    @classmethod
+    def dense(cls, noisy_counts: np.ndarray, rows: int, *, seed: int, chunk_rows: int = CHUNK_ROWS) -> RowSampler:
+        """Rows from a full noisy histogram (negative counts clamped to 0)."""
+        w = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
+        return cls.from_weights(np.arange(len(w), dtype=np.int64), w, len(w), rows, seed=seed, chunk_rows=chunk_rows)
+
+    @classmethod
+    def from_weights(cls, support: np.ndarray, weights: np.ndarray, n_cells: int, rows: int, *, seed: int,
+                     chunk_rows: int = CHUNK_ROWS) -> RowSampler:
+        """Rows from the listed cells' weights; none positive: uniform over all ``n_cells`` cells."""
+        check_rows(int(rows))
+        if chunk_rows < 1:
+            raise InputError(f"chunk_rows must be at least 1, got {chunk_rows!r}.")
+        w = np.asarray(weights, dtype=np.float64)
+        s = np.asarray(support, dtype=np.int64)
+        if len(w) == 0 or not w.sum() > 0:
+            return cls(np.zeros(0, dtype=np.int64), None, int(n_cells), int(rows), seed, int(chunk_rows))
+        keep = w > 0  # zero-weight cells never appear: drop them so every per-chunk pass is shorter
+        return cls(s[keep], w[keep] / w[keep].sum(), int(n_cells), int(rows), seed, int(chunk_rows))
+
+    @property
+    def n_chunks(self) -> int:
+        """Number of chunks (0 when there are no rows)."""
+        return -(-self.rows // self.chunk_rows)
+
+    def chunk_sizes(self) -> list[int]:
+        """Rows of each chunk: ``chunk_rows`` each, the last one the remainder."""
+        return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
+
+    def chunk_counts(self) -> Iterator[np.ndarray | None]:
+        """Per chunk, in order, the count of each support cell (None in the uniform case).
+
+        Sequential by construction (each split depends on the ones before), cheap (O(support)
+        per chunk); the expensive expansion is :meth:`chunk_cells`, which may run anywhere.
+        """
+        if self.weights is None:
+            for _ in range(self.n_chunks):
+                yield None
+            return
+        g = fast_rng(self.seed, _SPLIT_KEY)
+        remaining = g.multinomial(self.rows, self.weights).astype(np.int64)
+        sizes = self.chunk_sizes()
+        for i, size in enumerate(sizes):
+            if i == len(sizes) - 1:
+                yield remaining
+                return
+            nz = np.flatnonzero(remaining)
+            # the first `size` rows of a uniformly random order of the remaining multiset
+            part = g.multivariate_hypergeometric(remaining[nz], size, method="marginals")
+            counts = np.zeros_like(remaining)
+            counts[nz] = part
+            remaining = remaining - counts
+            yield counts
+
+    def chunk_cells(self, index: int, counts: np.ndarray | None) -> tuple[np.ndarray, np.random.Generator]:
+        """Flat cells of chunk ``index`` in random order, and that chunk's generator for decoding its values."""
+        g = fast_rng(self.seed, _CHUNK_KEY, index)
+        if counts is None:
+            size = self.chunk_sizes()[index]
+            return g.integers(0, self.n_cells, size=size, dtype=np.int64), g
+        cells = np.repeat(self.support, counts)
+        g.shuffle(cells)  # int64 shuffles faster than narrower types in numpy
+        return cells, g
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.random.Generator]]:
+        """All chunks in order (single-threaded convenience)."""
+        for i, counts in enumerate(self.chunk_counts()):
+            yield self.chunk_cells(i, counts)
+
+    def cells(self) -> np.ndarray:
+        """All ``rows`` cells concatenated (O(rows) memory: for small samples and tests)."""
+        parts = [c for c, _ in self.chunks()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def frame(self, schema: Schema) -> pd.DataFrame:
+        """The synthetic rows as a DataFrame: the same values :func:`dpsynth.engines.output.write_synthetic_csv` writes."""
+        from dpsynth.binning import decode_with, unravel
+
+        if self.rows == 0:
+            return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(self.seed, _CHUNK_KEY, 0))
+        frames = [decode_with(np.stack(unravel(cells, schema.sizes), axis=1), schema, g) for cells, g in self.chunks()]
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def sample_cells(probabilities: np.ndarray, rows: int, *, rng: np.random.Generator) -> np.ndarray:
+    """Flat cell index of ``rows`` rows drawn i.i.d. from ``probabilities``, in random order.
+
+    Draws 256 bits from ``rng`` (:func:`post_processing_seed`); O(rows) memory — a release
+    streams :class:`RowSampler` chunks instead.
+    """
+    check_rows(int(rows))
+    p = np.asarray(probabilities, dtype=np.float64)
+    sampler = RowSampler.from_weights(np.arange(len(p), dtype=np.int64), p, len(p), rows, seed=post_processing_seed(rng))
+    return sampler.cells()
 
 
 def synthesize(noisy_counts: np.ndarray, schema: Schema, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Synthetic table of ``rows`` rows sampled from the noisy histogram over ``schema``."""
-    cells = sample_cells(cell_probabilities(noisy_counts), rows, rng=rng)
-    codes = np.stack(np.unravel_index(cells, schema.sizes), axis=1) if rows else np.zeros((0, len(schema.columns)), dtype=np.int64)
-    return decode(codes, schema, rng=rng)
+    """Synthetic table of ``rows`` rows sampled from the noisy histogram over ``schema``.
+
+    Draws 256 bits from ``rng``; the rows equal those :func:`dpsynth.engines.output.write_synthetic_csv`
+    writes for ``RowSampler.dense(noisy_counts, rows, seed=...)`` with the same seed.
+    """
+    return RowSampler.dense(noisy_counts, rows, seed=post_processing_seed(rng)).frame(schema)

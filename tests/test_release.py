@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -163,3 +164,28 @@ def test_auto_method_uses_histogram_for_small_domains(small_df, small_schema):
 
     name, why = choose_method(huge, mechanisms.calibrate(1.0, 0.0, "add-remove"), "auto", None)
     assert name == "marginals" and "cells" in why
+
+
+def test_release_from_source_writes_the_rows_it_would_return(tmp_path, small_df) -> None:
+    """Seeded: the streamed file (CSV or Parquet) holds the rows the in-memory path returns, decimals included."""
+    from dpsynth.release import release_from_source
+
+    df = small_df.assign(w=np.random.default_rng(3).uniform(0, 10, len(small_df)).round(2))
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True),
+                     CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True),
+                     NumericColumn(name="w", lower=0, upper=10, bins=4, decimals=2)))
+    mem = release_from_source(df, schema, epsilon=1.0, engine="pandas", seed=5, rows=3000)
+    for ext in ("csv", "parquet"):
+        path = tmp_path / f"syn.{ext}"
+        rel = release_from_source(df, schema, epsilon=1.0, engine="pandas", seed=5, rows=3000, synthetic_path=path)
+        assert len(rel.synthetic) == 0 and list(rel.synthetic.columns) == ["age", "colour", "w"]
+        got = pd.read_csv(path, keep_default_na=False, dtype=str) if ext == "csv" else pd.read_parquet(path)
+        assert got["age"].astype(int).tolist() == mem.synthetic["age"].tolist()
+        assert got["colour"].replace("", None).fillna("").tolist() == mem.synthetic["colour"].fillna("").tolist()
+        np.testing.assert_array_equal(got["w"].astype(float).to_numpy(), mem.synthetic["w"].to_numpy())
+    text = (tmp_path / "syn.csv").read_bytes().decode()
+    assert all(re.fullmatch(r"\d+\.\d\d", v) for v in pd.read_csv(tmp_path / "syn.csv", dtype=str)["w"])
+    assert text.count("\r\n") == 3001
+    post = mem.card["post_processing"]
+    assert "SFC64" in post["randomness"] and "independent of the data" in post["randomness"]
+    assert any("decimals" in step for step in post["steps"])

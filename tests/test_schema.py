@@ -144,3 +144,75 @@ def test_schema_json_round_trip(categories, missing):
     ))
     assert Schema.from_json(s.to_json()) == s
     assert s.sizes == (len(categories) + missing, 3 + (not missing))
+
+
+# ---- declared precision: decimals --------------------------------------------------------------
+
+
+def test_decimals_round_trip_and_default():
+    col = NumericColumn(name="income", lower=0, upper=200_000, bins=5, decimals=2)
+    s = Schema((col, NumericColumn(name="x", lower=0, upper=1, bins=2)))
+    back = Schema.from_json(s.to_json())
+    assert back == s
+    assert back.column("income").decimals == 2 and back.column("x").decimals is None
+    assert Schema.from_dict({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 2,
+                                          "decimals": 3.0}]}).columns[0].decimals == 3
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ({"decimals": -1}, "decimals must be a whole number from 0 to 9"),
+    ({"decimals": 10}, "decimals must be a whole number from 0 to 9"),
+    ({"decimals": 1.5}, "decimals must be a whole number from 0 to 9"),
+    ({"decimals": True}, "decimals must be a whole number from 0 to 9"),
+    ({"decimals": "2"}, "decimals must be a whole number from 0 to 9"),
+    ({"decimals": 2, "integer": True}, "either integer"),
+    ({"decimals": 0, "bins": 5}, r"no multiple of 1 \(0 decimals\)"),
+    ({"decimals": 1, "bins": 20}, r"no multiple of 0.1 \(1 decimals\)"),
+    ({"decimals": 9, "upper": 1e8}, "exceed float64 precision"),
+])
+def test_bad_decimals_are_input_errors(extra, fragment):
+    raw = {"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 2, **extra}
+    with pytest.raises(InputError, match=fragment):
+        Schema.from_dict({"columns": [raw]})
+
+
+def test_integer_ranges_are_the_zero_decimal_grid():
+    col = NumericColumn(name="age", lower=16, upper=96, bins=6, integer=True)
+    lo, hi = col.integer_ranges()
+    assert lo.tolist() == [16, 30, 43, 56, 70, 83] and hi.tolist() == [29, 42, 55, 69, 82, 96]
+    assert [a.tolist() for a in col.grid_ranges()] == [lo.tolist(), hi.tolist()]
+    with pytest.raises(ValueError, match="no value grid"):
+        NumericColumn(name="x", lower=0, upper=1, bins=2).grid_ranges()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e4, 1e4, allow_nan=False), st.floats(1e-2, 1e4, allow_nan=False), st.integers(1, 50),
+       st.integers(0, 6))
+def test_grid_ranges_match_encoding_exactly(lower, width, bins, d):
+    """Every grid value k/10^d of bin b encodes to b; the grid points next to a range fall outside it."""
+    upper = lower + width
+    try:
+        col = NumericColumn(name="x", lower=lower, upper=upper, bins=bins, decimals=d)
+    except InputError as exc:
+        assert "contains no multiple" in str(exc)
+        return
+    lo, hi = col.grid_ranges()
+    assert (hi >= lo).all() and (lo[1:] == hi[:-1] + 1).all()  # contiguous: no grid point lost between bins
+    scale = 10.0**d
+    ks = np.unique(np.concatenate([lo, hi, lo + 1, hi - 1]))
+    ks = ks[(ks >= lo[0]) & (ks <= hi[-1])]
+    codes = encode(pd.DataFrame({"x": ks / scale}), Schema((col,))).codes[:, 0]
+    np.testing.assert_array_equal(codes, np.searchsorted(lo, ks, side="right") - 1)
+    # just outside the grid range: below lower, or above upper
+    assert (lo[0] - 1) / scale < lower and (hi[-1] + 1) / scale > upper
+
+
+def test_decimal_columns_decode_to_grid_values_in_their_bin():
+    col = NumericColumn(name="score", lower=-1, upper=1, bins=7, decimals=3, missing=True)
+    s = Schema((col,))
+    codes = np.repeat(np.arange(8), 500)[:, None]
+    out = decode(codes, s, rng=np.random.default_rng(0))["score"].to_numpy()
+    assert np.isnan(out[codes[:, 0] == 7]).all()
+    v = out[codes[:, 0] < 7]
+    np.testing.assert_array_equal(np.round(v * 1000) / 1000, v)  # exactly the float of k / 10^3
+    assert (encode(pd.DataFrame({"score": out}), s).codes[:, 0] == codes[:, 0]).all()
