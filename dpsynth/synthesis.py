@@ -13,12 +13,14 @@ seeded with 256 bits taken once from the release's generator (:func:`post_proces
 a seeded release stays reproducible, and a secure release's synthetic rows cannot be predicted
 without its key.
 
-Rows are produced in chunks of at most ``chunk_rows`` (:class:`RowSampler`): the per-cell
-counts of all ``m`` rows are drawn once (multinomial), split across chunks by multivariate
-hypergeometric draws (the counts of consecutive blocks of a uniformly random order of those
-rows), and each chunk is expanded and shuffled with its own generator (seed, chunk index). The
-rows are therefore i.i.d. from the cell probabilities, in random order, and the result does not
-depend on how many threads process the chunks. Memory is O(cells + chunk), never O(m).
+Rows are produced in chunks of at most ``chunk_rows`` (:class:`RowSampler`). Chunk i draws its
+per-cell counts as Multinomial(chunk size, probabilities) from its own generator (seed, i), then
+expands and shuffles them. Consecutive blocks of i.i.d. rows are independent multinomials, so
+the concatenated chunks are exactly ``m`` i.i.d. rows in uniformly random order (the law of one
+multinomial draw of all ``m`` rows followed by a shuffle, or of that draw split across chunks
+by multivariate hypergeometric draws), with no sequential step between chunks: any chunk can be
+made on any thread, and the result does not depend on how many threads make them. Memory is
+O(cells + chunk), never O(m).
 """
 
 from __future__ import annotations
@@ -84,8 +86,7 @@ def check_rows(rows: int) -> None:
         raise InputError(f"The number of synthetic rows must be between 0 and {MAX_SYNTHETIC_ROWS:,}, got {rows:,}.")
 
 
-#: Stream keys under the seed: (0,) draws the counts and the split; (1, i) serves chunk i.
-_SPLIT_KEY = 0
+#: Stream key under the seed: (1, i) serves chunk i (0 is left unused).
 _CHUNK_KEY = 1
 
 
@@ -98,6 +99,7 @@ class RowSampler:
     ``n_cells`` cells. Guarantee: the concatenated chunks are i.i.d. draws from the normalised
     weights in uniformly random order — the law of :func:`sample_cells` — and they are a function
     of (weights, rows, seed, chunk_rows) only, not of the order or threads in which chunks are made.
+    Each chunk costs O(support + chunk size).
     """
 
     support: np.ndarray
@@ -136,45 +138,26 @@ class RowSampler:
         """Rows of each chunk: ``chunk_rows`` each, the last one the remainder."""
         return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
 
-    def chunk_counts(self) -> Iterator[np.ndarray | None]:
-        """Per chunk, in order, the count of each support cell (None in the uniform case).
+    def chunk_cells(self, index: int) -> tuple[np.ndarray, np.random.Generator]:
+        """Flat cells of chunk ``index`` in random order, and that chunk's generator for decoding its values.
 
-        Sequential by construction (each split depends on the ones before), cheap (O(support)
-        per chunk); the expensive expansion is :meth:`chunk_cells`, which may run anywhere.
+        The chunk's cell counts are Multinomial(size, weights) from its own stream: chunks of
+        i.i.d. rows are independent multinomials, so their concatenation has the law of all rows
+        drawn at once (and their sum is Multinomial(rows, weights)). Cost O(support + size),
+        any chunk on any thread.
         """
-        if self.weights is None:
-            for _ in range(self.n_chunks):
-                yield None
-            return
-        g = fast_rng(self.seed, _SPLIT_KEY)
-        remaining = g.multinomial(self.rows, self.weights).astype(np.int64)
-        sizes = self.chunk_sizes()
-        for i, size in enumerate(sizes):
-            if i == len(sizes) - 1:
-                yield remaining
-                return
-            nz = np.flatnonzero(remaining)
-            # the first `size` rows of a uniformly random order of the remaining multiset
-            part = g.multivariate_hypergeometric(remaining[nz], size, method="marginals")
-            counts = np.zeros_like(remaining)
-            counts[nz] = part
-            remaining = remaining - counts
-            yield counts
-
-    def chunk_cells(self, index: int, counts: np.ndarray | None) -> tuple[np.ndarray, np.random.Generator]:
-        """Flat cells of chunk ``index`` in random order, and that chunk's generator for decoding its values."""
         g = fast_rng(self.seed, _CHUNK_KEY, index)
-        if counts is None:
-            size = self.chunk_sizes()[index]
+        size = self.chunk_sizes()[index]
+        if self.weights is None:
             return g.integers(0, self.n_cells, size=size, dtype=np.int64), g
-        cells = np.repeat(self.support, counts)
+        cells = np.repeat(self.support, g.multinomial(size, self.weights))
         g.shuffle(cells)  # int64 shuffles faster than narrower types in numpy
         return cells, g
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.random.Generator]]:
         """All chunks in order (single-threaded convenience)."""
-        for i, counts in enumerate(self.chunk_counts()):
-            yield self.chunk_cells(i, counts)
+        for i in range(self.n_chunks):
+            yield self.chunk_cells(i)
 
     def cells(self) -> np.ndarray:
         """All ``rows`` cells concatenated (O(rows) memory: for small samples and tests)."""

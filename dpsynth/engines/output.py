@@ -165,8 +165,8 @@ def _jobs(rows: RowSampler | np.ndarray, rng: np.random.Generator | None, chunk_
         sampler = rows
 
         def sampled() -> Iterator[Job]:
-            for i, counts in enumerate(sampler.chunk_counts()):  # sequential, cheap: O(cells) per chunk
-                yield lambda i=i, counts=counts: sampler.chunk_cells(i, counts)
+            for i in range(sampler.n_chunks):
+                yield lambda i=i: sampler.chunk_cells(i)
 
         return sampler.rows, sampled()
     if rng is None:
