@@ -251,7 +251,9 @@ def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
         "steps": ["negative noisy counts clamped to 0", "normalised to probabilities",
                   "cells sampled (multinomial) and put in random order",
                   "values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared"
-                  " decimals where the schema has one)"],
+                  " decimals where the schema has one)",
+                  "all of this drawn from a fast generator (SFC64) seeded by 256 bits of the release's generator:"
+                  " independent of the data, so post-processing (no privacy cost)"],
         "randomness": POST_PROCESSING_RANDOMNESS,
         "synthetic_rows": m,
         "synthetic_rows_source": "the noisy total of the released counts" if rows is None else "set by the curator",
