@@ -176,3 +176,17 @@ def test_row_limits() -> None:
         RowSampler.dense(np.ones(3), -1, seed=0)
     with pytest.raises(InputError, match="between 0 and"):
         RowSampler.dense(np.ones(3), 10**9, seed=0)
+
+
+def test_numbers_are_unquoted_and_labels_quoted(tmp_path) -> None:
+    """The CSV dialect: Arrow quotes every string (labels) and no number; missing is an empty field."""
+    schema = Schema((NumericColumn(name="a", lower=0, upper=9, bins=1, integer=True),
+                     NumericColumn(name="d", lower=0, upper=1, bins=1, decimals=2, missing=True),
+                     NumericColumn(name="f", lower=0, upper=1, bins=1),
+                     CategoricalColumn(name="c", categories=("x",), missing=True)))
+    write_synthetic_csv(RowSampler.dense(np.ones(schema.n_cells), 2000, seed=1), schema, tmp_path / "o.csv")
+    lines = (tmp_path / "o.csv").read_bytes().decode().split("\r\n")[1:-1]
+    pattern = re.compile(r'\d,(\d\.\d\d)?,[0-9.e-]+,("x")?')
+    assert all(pattern.fullmatch(line) for line in lines)
+    assert {line.endswith(',"x"') for line in lines} == {True, False}
+    assert {",," in line for line in lines} == {True, False}

@@ -43,29 +43,25 @@ from dpsynth.synthesis import _CHUNK_KEY, CHUNK_ROWS, RowSampler, fast_rng, post
 FORMAT_WORKERS: int | None = None
 #: Rows formatted per Arrow CSV call: a few MB of text, so buffers stay in cache and are reused.
 SLICE_ROWS = 65_536
-#: Grid columns with fewer grid points than this are written to CSV by taking preformatted text.
-GRID_LABELS = 1 << 16
 
 Job = Callable[[], tuple[np.ndarray, np.random.Generator]]
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Per column, what the chunks need: the output type, and labels to take (categories, or grid values as text)."""
+    """Per column, what the chunks need: the output type, and the labels of categorical columns."""
 
     schema: Schema
     target: pa.Schema
     parquet: bool
     labels: list[pa.Array | None]
-    grid_min: list[int]
 
 
 def _plan(schema: Schema, parquet: bool) -> _Plan:
-    fields, labels, grid_min = [], [], []
+    fields, labels = [], []
     esc = (lambda v: v) if parquet else escape_cell
     for col in schema.columns:
         name = col.name if parquet else str(escape_cell(col.name))
-        grid_min.append(0)
         if isinstance(col, CategoricalColumn):
             cats = [str(esc(c)) for c in col.categories]
             if parquet:
@@ -79,23 +75,11 @@ def _plan(schema: Schema, parquet: bool) -> _Plan:
         d = col.grid_decimals
         typ = pa.int64() if d == 0 else pa.float64() if d is None or parquet else pa.decimal64(18, d)
         # decimal64: the int64 grid units reinterpreted with scale d, which Arrow formats ~2x faster
-        # than float64 and with exactly d decimals (precision 18 holds every |k| ≤ 2^53)
-        if d is not None and not parquet:
-            lo, hi = col.grid_ranges()
-            k0, k1 = int(lo.min()), int(hi.max())
-            if k1 - k0 < GRID_LABELS:
-                # a small grid: format every grid value once (the same text Arrow's CSV writer makes
-                # of typ) and take it per row, ~3x cheaper than formatting each number
-                units = pa.array(np.arange(k0, k1 + 1, dtype=np.int64))
-                values = units if d == 0 else pa.Array.from_buffers(typ, len(units), units.buffers(), 0)
-                # a trailing null label for missing cells: Arrow's take is ~2x slower with masked indices
-                labels.append(pa.concat_arrays([values.cast(pa.string()), pa.nulls(1, pa.string())]))
-                grid_min[-1] = k0
-                fields.append(pa.field(name, pa.string()))
-                continue
+        # than float64 and with exactly d decimals (precision 18 holds every |k| ≤ 2^53). Numbers
+        # stay numeric types: Arrow quotes every string value, and numbers are written unquoted.
         labels.append(None)
         fields.append(pa.field(name, typ))
-    return _Plan(schema, pa.schema(fields), parquet, labels, grid_min)
+    return _Plan(schema, pa.schema(fields), parquet, labels)
 
 
 def _address_space_limited() -> bool:
@@ -108,15 +92,9 @@ def _address_space_limited() -> bool:
     return soft not in (resource.RLIM_INFINITY,) and soft > 0
 
 
-def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType,
-                   labels: pa.Array | None = None, grid_min: int = 0) -> pa.Array:
+def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType) -> pa.Array:
     """:func:`dpsynth.binning.draw_numeric` (the same draws as ``decode_with``) as an Arrow array of ``typ``."""
     vals, mask = draw_numeric(c, col, gen)
-    if labels is not None:
-        idx = vals - grid_min
-        if mask is not None:
-            idx[mask] = len(labels) - 1  # the trailing null label
-        return labels.take(pa.array(idx.astype(np.int32)))
     d = col.grid_decimals
     if d is None or d == 0:
         return pa.array(vals, type=typ, mask=mask)
@@ -141,7 +119,7 @@ def _decode_table(cells: np.ndarray, gen: np.random.Generator, plan: _Plan) -> p
             else:
                 arrays.append(labels.take(pa.array(c)))
         else:
-            arrays.append(_numeric_array(c, col, gen, plan.target.field(j).type, plan.labels[j], plan.grid_min[j]))
+            arrays.append(_numeric_array(c, col, gen, plan.target.field(j).type))
     return pa.Table.from_arrays(arrays, schema=plan.target)
 
 
