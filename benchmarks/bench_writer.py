@@ -38,10 +38,11 @@ from dpsynth.synthesis import RowSampler  # noqa: E402
 DECIMALS = {"income": 2, "score": 4}
 
 
-def with_decimals(schema: Schema) -> Schema:
-    """The bench schema with the decimals its generated data has (income cents, score to 4 places)."""
+def with_decimals(schema: Schema, on: bool = True) -> Schema:
+    """The bench schema with (or without) the decimals its generated data has (income cents, score to 4 places)."""
     cols = tuple(
-        dataclasses.replace(c, decimals=DECIMALS[c.name]) if isinstance(c, NumericColumn) and c.name in DECIMALS else c
+        dataclasses.replace(c, decimals=DECIMALS[c.name] if on else None)
+        if isinstance(c, NumericColumn) and c.name in DECIMALS else c
         for c in schema.columns
     )
     return Schema(cols)
@@ -90,7 +91,7 @@ def main() -> None:
     a = ap.parse_args()
     tmp = Path(a.out_dir or tempfile.mkdtemp(prefix="bench_writer_"))
     tmp.mkdir(parents=True, exist_ok=True)
-    base_schema = bench_schema()
+    base_schema = with_decimals(bench_schema(), on=False)  # whatever bench_scale declares by default
     counts = noisy_counts(base_schema, a.rows)
     print(f"{a.rows:,} synthetic rows, {base_schema.n_cells:,} cells; best of {a.repeat}; files in {tmp}")
     print(f"{'format':8} {'decimals':9} {'writer s':>9} {'baseline s':>11} {'ratio':>6} {'MB':>6}")
