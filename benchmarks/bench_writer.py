@@ -6,7 +6,8 @@ write) for the schema of ``bench_scale.py`` (237,600 cells), once as declared th
 with ``decimals`` on its continuous columns (income 2, score 4: what the generated data holds).
 The baseline, in the same process, is Arrow alone writing an already built table of the same
 size and column types (the float columns holding the same grid values) to the same format:
-no sampling, no decoding, one thread. Best of ``--repeat``; ratios are release writer / baseline.
+no sampling, no decoding, one thread. Best of ``--repeat``; ratios are release writer / baseline
+(wall); CPU seconds (all threads) are printed too, since the machine may be shared.
 
     python benchmarks/bench_writer.py [--rows 10000000] [--repeat 3] [--out-dir DIR]
 """
@@ -56,13 +57,15 @@ def noisy_counts(schema: Schema, rows: int) -> np.ndarray:
     return counts + g.integers(-2, 3, size=len(counts))
 
 
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Best wall seconds and best process CPU seconds (all threads) of ``repeat`` runs."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return min(walls), min(cpus)
 
 
 def baseline_table(schema: Schema, rows: int) -> pa.Table:
@@ -94,12 +97,12 @@ def main() -> None:
     base_schema = with_decimals(bench_schema(), on=False)  # whatever bench_scale declares by default
     counts = noisy_counts(base_schema, a.rows)
     print(f"{a.rows:,} synthetic rows, {base_schema.n_cells:,} cells; best of {a.repeat}; files in {tmp}")
-    print(f"{'format':8} {'decimals':9} {'writer s':>9} {'baseline s':>11} {'ratio':>6} {'MB':>6}")
+    print(f"{'format':8} {'decimals':9} {'writer s':>9} {'cpu s':>6} {'baseline s':>11} {'cpu s':>6} {'ratio':>6} {'MB':>6}")
     for fmt in ("csv", "parquet"):
         for label, schema in (("no", base_schema), ("yes", with_decimals(base_schema))):
             path = tmp / f"syn.{fmt}"
             sampler = RowSampler.dense(counts, a.rows, seed=12345)
-            t_writer = best(lambda s=sampler, sc=schema, p=path: write_synthetic_csv(s, sc, p), a.repeat)
+            t_writer, c_writer = best(lambda s=sampler, sc=schema, p=path: write_synthetic_csv(s, sc, p), a.repeat)
             size = path.stat().st_size / 2**20
             table = baseline_table(schema, a.rows)
             bpath = tmp / f"base.{fmt}"
@@ -109,8 +112,9 @@ def main() -> None:
             else:
                 def write_base(t: pa.Table = table, p: Path = bpath) -> None:
                     pq.write_table(t, p)
-            t_base = best(write_base, a.repeat)
-            print(f"{fmt:8} {label:9} {t_writer:9.2f} {t_base:11.2f} {t_writer / t_base:6.2f} {size:6.0f}")
+            t_base, c_base = best(write_base, a.repeat)
+            print(f"{fmt:8} {label:9} {t_writer:9.2f} {c_writer:6.2f} {t_base:11.2f} {c_base:6.2f} {t_writer / t_base:6.2f}"
+                  f" {size:6.0f}")
             del table
 
 
