@@ -376,12 +376,15 @@ def test_numeric_text_syntax_fuzzed_against_pandas() -> None:
                                   np.where(expected == S.MISSING, col.bins, ref_codes)[fine | (expected == S.MISSING)])
 
 
+@pytest.mark.parametrize("coding", ["case", "enum"])
 @pytest.mark.parametrize("blank_category", [False, True])
-def test_one_pass_query_matches_the_staged_query_on_categories(blank_category: bool) -> None:
+def test_one_pass_query_matches_the_staged_query_on_categories(blank_category: bool, coding: str, monkeypatch) -> None:
     """Fuzzed labels (known, unknown, blank, padded) under each unknown policy: same flags and used cells."""
     import duckdb
 
     from dpsynth.engines import sql as S
+
+    monkeypatch.setattr(S, "CASE_MAX_CATEGORIES", 16 if coding == "case" else 0)
 
     rng = np.random.default_rng(5)
     cats = ("a", "b c", " ") if blank_category else ("a", "b c", "B")

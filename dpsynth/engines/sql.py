@@ -250,6 +250,10 @@ def count_sql(schema: Schema, types: dict[str, str], source: str, dialect: Diale
     return q, n_flags
 
 
+#: Categorical columns with at most this many categories are coded by a CASE of string comparisons
+#: (exact, untrimmed equality, as the enum cast), wider ones by the enum type's hash lookup.
+CASE_MAX_CATEGORIES = 16
+
 #: Numeric columns with at most this many bins find their bin by comparing with every inner edge
 #: (exact, branch-free); wider ones use the floor estimate with one exact correction each way.
 EDGE_COMPARE_MAX_BINS = 24
@@ -325,7 +329,11 @@ def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_num
         else:
             ncat = len(col.categories)
             l1.append(f"{cx.text(x)} AS t_{j}")
-            l1.append(f"enum_code(TRY_CAST({cx.text(x)} AS {enum_type_name(col)})) AS k_{j}")
+            if ncat <= CASE_MAX_CATEGORIES:  # a few string comparisons beat the enum's hash lookup (~0.25 s per 10M CSV rows)
+                whens = " ".join(f"WHEN {quote_str(c, 'duckdb')} THEN {i}" for i, c in enumerate(col.categories))
+                l1.append(f"(CASE {cx.text(x)} {whens} END) AS k_{j}")
+            else:
+                l1.append(f"enum_code(TRY_CAST({cx.text(x)} AS {enum_type_name(col)})) AS k_{j}")
             empty = MISSING if col.missing else EMPTY_ERROR
             unknown = {"missing": UNKNOWN_MISSING, "drop": UNKNOWN_DROP, "error": UNKNOWN_ERROR}[col.on_unknown]
             if any(not c.strip() for c in col.categories):  # a blank category: encode calls it empty first
