@@ -13,14 +13,17 @@ seeded with 256 bits taken once from the release's generator (:func:`post_proces
 a seeded release stays reproducible, and a secure release's synthetic rows cannot be predicted
 without its key.
 
-Rows are produced in chunks of at most ``chunk_rows`` (:class:`RowSampler`). Chunk i draws its
-per-cell counts as Multinomial(chunk size, probabilities) from its own generator (seed, i), then
-expands and shuffles them. Consecutive blocks of i.i.d. rows are independent multinomials, so
-the concatenated chunks are exactly ``m`` i.i.d. rows in uniformly random order (the law of one
-multinomial draw of all ``m`` rows followed by a shuffle, or of that draw split across chunks
-by multivariate hypergeometric draws), with no sequential step between chunks: any chunk can be
-made on any thread, and the result does not depend on how many threads make them. Memory is
-O(cells + chunk), never O(m).
+Rows are produced in chunks of at most ``chunk_rows`` (:class:`RowSampler`), chunk i from its
+own generator (seed, i). With whole-number weights (noisy counts, the release paths) each row's
+cell is drawn i.i.d. by the integer inverse transform: u uniform on [0, total) (numpy's bounded
+integers are exact), the cell whose running count first exceeds u, found through a guide table
+— exactly P(cell) = count / total, O(1) expected per row, O(chunk) per chunk whatever the number
+of cells. Other weights (probabilities) draw the chunk's per-cell counts as
+Multinomial(chunk size, probabilities), expanded and shuffled. Either way the concatenated chunks
+are ``m`` i.i.d. rows in uniformly random order — the law of one multinomial draw of all ``m``
+rows followed by a shuffle — with no sequential step between chunks: any chunk can be made on any
+thread, and the result does not depend on how many threads make them. Memory is O(cells + chunk),
+never O(m).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from dpsynth.schema import Schema
 MAX_SYNTHETIC_ROWS = 50_000_000
 #: Rows per chunk: a few tens of MB of arrays and text per chunk in flight.
 CHUNK_ROWS = 1_000_000
+#: Most entries of a sampler's guide table (int64): O(support) memory, at most 32 MB.
+GUIDE_SIZE = 1 << 22
 #: How the post-processing generator is described on the release card.
 POST_PROCESSING_RANDOMNESS = (
     "synthetic rows (cells, their order, values inside bins) drawn with numpy's SFC64 generator seeded by"
@@ -99,7 +104,6 @@ class RowSampler:
     ``n_cells`` cells. Guarantee: the concatenated chunks are i.i.d. draws from the normalised
     weights in uniformly random order — the law of :func:`sample_cells` — and they are a function
     of (weights, rows, seed, chunk_rows) only, not of the order or threads in which chunks are made.
-    Each chunk costs O(support + chunk size).
     """
 
     support: np.ndarray
@@ -108,6 +112,11 @@ class RowSampler:
     rows: int
     seed: int
     chunk_rows: int = CHUNK_ROWS
+    #: Whole-number weights (noisy counts): their running sum and a guide table into it, for exact
+    #: i.i.d. draws in O(1) expected time per row (inverse transform on integers).
+    cdf: np.ndarray | None = None
+    guide: np.ndarray | None = None
+    bucket: int = 1
 
     @classmethod
     def dense(cls, noisy_counts: np.ndarray, rows: int, *, seed: int, chunk_rows: int = CHUNK_ROWS) -> RowSampler:
@@ -127,7 +136,16 @@ class RowSampler:
         if len(w) == 0 or not w.sum() > 0:
             return cls(np.zeros(0, dtype=np.int64), None, int(n_cells), int(rows), seed, int(chunk_rows))
         keep = w > 0  # zero-weight cells never appear: drop them so every per-chunk pass is shorter
-        return cls(s[keep], w[keep] / w[keep].sum(), int(n_cells), int(rows), seed, int(chunk_rows))
+        s, w = s[keep], w[keep]
+        if np.all(np.floor(w) == w) and w.sum() < 2.0**62:
+            # whole numbers (noisy counts): exact integer inverse transform; the guide table gives,
+            # for each of G equal slices of [0, total), the first cell whose running sum passes it
+            cdf = np.cumsum(w.astype(np.int64))
+            total, g = int(cdf[-1]), min(4 * len(cdf), GUIDE_SIZE)  # ~1/4 boundary per slice on average
+            bucket = -(-total // g)
+            guide = np.searchsorted(cdf, np.arange(g, dtype=np.int64) * bucket, side="right")
+            return cls(s, None, int(n_cells), int(rows), seed, int(chunk_rows), cdf, guide, bucket)
+        return cls(s, w / w.sum(), int(n_cells), int(rows), seed, int(chunk_rows))
 
     @property
     def n_chunks(self) -> int:
@@ -141,18 +159,34 @@ class RowSampler:
     def chunk_cells(self, index: int) -> tuple[np.ndarray, np.random.Generator]:
         """Flat cells of chunk ``index`` in random order, and that chunk's generator for decoding its values.
 
-        The chunk's cell counts are Multinomial(size, weights) from its own stream: chunks of
-        i.i.d. rows are independent multinomials, so their concatenation has the law of all rows
-        drawn at once (and their sum is Multinomial(rows, weights)). Cost O(support + size),
-        any chunk on any thread.
+        Whole-number weights: i.i.d. draws by the integer inverse transform, O(size). Otherwise the
+        chunk's cell counts are Multinomial(size, weights) from its own stream, expanded and
+        shuffled, O(support + size): chunks of i.i.d. rows are independent multinomials, so their
+        concatenation has the law of all rows drawn at once. Any chunk on any thread.
         """
         g = fast_rng(self.seed, _CHUNK_KEY, index)
         size = self.chunk_sizes()[index]
+        if self.cdf is not None:
+            return self.support[self._inverse(g.integers(0, int(self.cdf[-1]), size=size, dtype=np.int64))], g
         if self.weights is None:
             return g.integers(0, self.n_cells, size=size, dtype=np.int64), g
         cells = np.repeat(self.support, g.multinomial(size, self.weights))
         g.shuffle(cells)  # int64 shuffles faster than narrower types in numpy
         return cells, g
+
+    def _inverse(self, u: np.ndarray) -> np.ndarray:
+        """For each u in [0, total): the first index i with cdf[i] > u, so P(i) = weight_i / total exactly."""
+        assert self.cdf is not None and self.guide is not None
+        cdf = self.cdf
+        i = self.guide[u // self.bucket]  # ≤ the answer: cdf[guide[b]] > b·bucket is the first such
+        for _ in range(3):  # a slice of [0, total) usually holds about one cell boundary
+            step = np.flatnonzero(cdf[i] <= u)
+            if len(step) == 0:
+                return i
+            i[step] += 1
+        rest = np.flatnonzero(cdf[i] <= u)  # the rare slices crowded with small cells
+        i[rest] = np.searchsorted(cdf, u[rest], side="right")
+        return i
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.random.Generator]]:
         """All chunks in order (single-threaded convenience)."""

@@ -103,13 +103,14 @@ def test_cell_counts_follow_the_multinomial_law() -> None:
     assert stats.chisquare(observed[pos], np.full(pos.sum(), 200_000 / pos.sum())).pvalue < 1e-6
 
 
-def test_rows_are_exchangeable_across_chunk_boundaries() -> None:
+@pytest.mark.parametrize("w", [np.array([0.5, 0.3, 0.2]), np.array([5, 3, 2])], ids=["probabilities", "counts"])
+def test_rows_are_exchangeable_across_chunk_boundaries(w: np.ndarray) -> None:
     """3 rows in chunks of 2 over 3 cells: each of the 27 sequences has probability p_a·p_b·p_c."""
-    p = np.array([0.5, 0.3, 0.2])
+    p = w / w.sum()
     seqs = {s: i for i, s in enumerate(itertools.product(range(3), repeat=3))}
     observed = np.zeros(27)
     for seed in range(12_000):
-        cells = RowSampler.from_weights(np.arange(3), p, 3, 3, seed=seed, chunk_rows=2).cells()
+        cells = RowSampler.from_weights(np.arange(3), w, 3, 3, seed=seed, chunk_rows=2).cells()
         observed[seqs[tuple(cells.tolist())]] += 1
     expected = np.array([np.prod(p[list(s)]) for s in seqs]) * 12_000
     assert stats.chisquare(observed, expected).pvalue > 1e-4
@@ -118,6 +119,32 @@ def test_rows_are_exchangeable_across_chunk_boundaries() -> None:
     for s, i in seqs.items():
         sorted_obs[seqs[tuple(sorted(s))]] += observed[i]
     assert stats.chisquare(sorted_obs, expected).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("shape", ["even", "skewed"])
+def test_integer_weights_are_drawn_exactly_in_proportion(shape: str) -> None:
+    """Whole-number weights take the integer inverse transform (guide table, searchsorted fallback)."""
+    g = np.random.default_rng(5)
+    w = g.integers(1, 50, 3000) if shape == "even" else np.where(g.random(3000) < 0.1, 1000, 1)
+    w[::11] = 0  # never drawn
+    n = 600_000
+    sampler = RowSampler.from_weights(np.arange(3000) * 7, w, 21_000, n, seed=3, chunk_rows=70_000)
+    assert sampler.cdf is not None and sampler.weights is None and sampler.bucket > 1  # the guide walk is used
+    cells = sampler.cells()
+    assert (cells % 7 == 0).all()
+    observed = np.bincount(cells // 7, minlength=3000)
+    assert observed[w == 0].sum() == 0
+    # per-cell chi-square; cells expecting fewer than 10 rows pooled into one bin
+    expected = w / w.sum() * n
+    big, small = expected >= 10, (expected < 10) & (w > 0)
+
+    def pvalue(obs: np.ndarray) -> float:
+        o, e = np.append(obs[big], obs[small].sum()), np.append(expected[big], expected[small].sum())
+        return stats.chisquare(o * (e.sum() / o.sum()), e).pvalue
+
+    assert pvalue(observed) > 1e-4
+    # sensitivity: the counts of each cell's neighbour (an off-by-one inverse transform) are rejected
+    assert pvalue(np.roll(observed, 1)) < 1e-6
 
 
 def test_values_are_uniform_on_the_grid_inside_their_bin() -> None:
