@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -187,52 +188,69 @@ def best(fn, repeat: int) -> tuple[float, int]:
 
 
 def part_a(rows: int, engines: list[str], repeat: int, tmp: Path) -> None:
+    """Each round runs the bare count and every variant once, in turn; each figure is the best of its
+    rounds. Interleaving matters here: this VM's CPU speed drifts under sustained load (runs slow
+    down by up to 2x over a minute), so measuring the baseline first and the release later is unfair."""
     paths = generate(rows)
     schema = bench_schema()
     schema_path = tmp / "schema.json"
     schema_path.write_text(schema.to_json(), encoding="utf-8")
+    full_path = tmp / "schema_full_precision.json"
+    full_path.write_text(bench_schema(decimals=False).to_json(), encoding="utf-8")
     print(f"\n(a) whole CLI release vs bare DuckDB GROUP BY — {rows:,} rows, {schema.n_cells:,} cells,"
-          f" {rows:,} synthetic rows written; best of {repeat}")
+          f" {rows:,} synthetic rows written; best of {repeat} interleaved rounds")
     print(f"    files: CSV {paths['csv'].stat().st_size / 2**20:,.0f} MB, Parquet {paths['parquet'].stat().st_size / 2**20:,.0f} MB")
     print(f"    {'format':8} {'engine':7} {'bare duckdb s':>13} {'release s':>10} {'ratio':>7}")
+
+    def release(p: Path, engine: str, schema_file: Path, out: str) -> tuple[float, int, str]:
+        ledger = tmp / f"ledger_{time.monotonic_ns()}.sqlite"
+        return run_child(cli_cmd(p, schema_file, engine, tmp / out, ledger))
+
     for fmt in ("parquet", "csv"):
         path = paths[fmt]
-        base, _ = best(lambda p=path: run_child(bare_duckdb_cmd(p, schema)), repeat)
+        variants: dict[str, Any] = {"bare": lambda p=path: run_child(bare_duckdb_cmd(p, schema))}
+        notes: dict[str, str] = {}
         for engine in engines:
             if engine == "pandas" and rows > 2_000_000:
-                print(f"    {fmt:8} {'pandas':7} skipped: read_table caps uploads at 2M rows / 200 MB (in-memory path)")
+                notes[engine] = "skipped: read_table caps uploads at 2M rows / 200 MB (in-memory path)"
                 continue
-            reps = 1 if engine == "spark" else repeat
-
-            def go(e: str = engine, p: Path = path) -> tuple[float, int, str]:
-                ledger = tmp / f"ledger_{time.monotonic_ns()}.sqlite"
-                return run_child(cli_cmd(p, schema_path, e, tmp / "syn.csv", ledger))
-
-            t, rss = best(go, reps)
-            print(f"    {fmt:8} {engine:7} {base:13.2f} {t:10.2f} {t / base:7.2f}x   (peak RSS {rss / 2**30:.2f} GB)")
-            if engine == "duckdb":
-                def go_pq(p: Path = path) -> tuple[float, int, str]:
-                    ledger = tmp / f"ledger_{time.monotonic_ns()}.sqlite"
-                    return run_child(cli_cmd(p, schema_path, "duckdb", tmp / "syn.parquet", ledger))
-
-                tp, rss = best(go_pq, repeat)
-                print(f"    {fmt:8} {'':7} {'':13} {tp:10.2f} {tp / base:7.2f}x   (synthetic rows written as Parquet: --out x.parquet)")
-                full_path = tmp / "schema_full_precision.json"
-                full_path.write_text(bench_schema(decimals=False).to_json(), encoding="utf-8")
-
-                def go_full(p: Path = path, sp: Path = full_path) -> tuple[float, int, str]:
-                    ledger = tmp / f"ledger_{time.monotonic_ns()}.sqlite"
-                    return run_child(cli_cmd(p, sp, "duckdb", tmp / "syn_full.csv", ledger))
-
-                tf, _ = best(go_full, repeat)
-                print(f"    {fmt:8} {'':7} {'':13} {tf:10.2f} {tf / base:7.2f}x   (no decimals declared: income and score"
-                      " written as shortest round-trip floats)")
-                tc, _ = best(lambda p=path: run_child(count_only_cmd(p)), repeat)
-                print(f"    {fmt:8} {'':7} {'':13} {tc:10.2f} {tc / base:7.2f}x   (count only: engine.count, same subprocess shape)")
-                for ext in ("csv", "parquet"):
-                    tw, _ = best(lambda p=path, e=ext: run_child(duckdb_copy_cmd(p, tmp / f"copy.{e}")), repeat)
-                    print(f"    {fmt:8} {'':7} {'':13} {tw:10.2f} {tw / base:7.2f}x   (reference: DuckDB alone copying"
-                          f" the {rows:,} rows to {ext.upper()}, no counting)")
+            variants[engine] = lambda p=path, e=engine: release(p, e, schema_path, "syn.csv")
+            notes[engine] = "CSV out"
+        if "duckdb" in engines:
+            extra = {
+                "duckdb-pq": (lambda p=path: release(p, "duckdb", schema_path, "syn.parquet"),
+                              "synthetic rows written as Parquet: --out x.parquet"),
+                "duckdb-full": (lambda p=path: release(p, "duckdb", full_path, "syn_full.csv"),
+                                "no decimals declared: income and score written as shortest round-trip floats"),
+                "count": (lambda p=path: run_child(count_only_cmd(p)), "count only: engine.count, same subprocess shape"),
+                "copy-csv": (lambda p=path: run_child(duckdb_copy_cmd(p, tmp / "copy.csv")),
+                             f"reference: DuckDB alone copying the {rows:,} rows to CSV, no counting"),
+                "copy-pq": (lambda p=path: run_child(duckdb_copy_cmd(p, tmp / "copy.parquet")),
+                            f"reference: DuckDB alone copying the {rows:,} rows to Parquet, no counting"),
+            }
+            for k, (fn, note) in extra.items():
+                variants[k], notes[k] = fn, note
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        rss: dict[str, int] = {k: 0 for k in variants}
+        for r in range(repeat):
+            for k, fn in variants.items():
+                if k == "spark" and r > 0:
+                    continue  # a minute per run: once is enough
+                t, m, _ = fn()
+                times[k].append(t)
+                rss[k] = max(rss[k], m)
+        base = min(times["bare"])
+        for k in variants:
+            if k == "bare":
+                continue
+            t = min(times[k])
+            label = k if k in engines else ""
+            shown = f"{base:13.2f}" if label else " " * 13
+            print(f"    {fmt:8} {label:7} {shown} {t:10.2f} {t / base:7.2f}x   ({notes[k]};"
+                  f" peak RSS {rss[k] / 2**30:.2f} GB)")
+        for engine in engines:
+            if engine not in variants:
+                print(f"    {fmt:8} {engine:7} {notes[engine]}")
     print("    target: duckdb engine within 2x of the bare count")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -146,6 +146,18 @@ def _progress_bar(a: argparse.Namespace):  # noqa: ANN202 - a callable (fraction
 
 def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
     """``release`` counted on DuckDB/Spark straight from the file; rows streamed to --out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpsynth.datasets import file_fingerprint
+
+    # The ledger id (SHA-256 of the file) is hashed on the second core while the library loads
+    # (hashlib releases the GIL), not while the engine counts on both cores.
+    with ThreadPoolExecutor(1) as pool:
+        ledger_id = pool.submit(file_fingerprint, a.input) if Path(a.input).exists() else None
+        return _release_on_engine_with_id(a, engine, ledger_id.result if ledger_id else lambda: None)
+
+
+def _release_on_engine_with_id(a: argparse.Namespace, engine: str, ledger_id: Callable[[], str | None]) -> int:
     from dpsynth.artifacts import card_json, card_markdown
     from dpsynth.io import to_safe_csv
     from dpsynth.release import card_summary_line, release_from_source
@@ -163,6 +175,7 @@ def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
         a.input, schema, engine=engine, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours,
         mechanism=a.mechanism, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, expected_rows=a.expected_rows,
         dataset_label=a.label or Path(a.input).name, progress=_progress_bar(a), synthetic_path=a.out, threshold=a.threshold,
+        dataset_id=ledger_id(),
     )
     if a.histogram_out:
         Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))

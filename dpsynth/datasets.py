@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 SAMPLES: dict[str, dict[str, str]] = {
     "adult": {
@@ -27,6 +28,9 @@ SAMPLES: dict[str, dict[str, str]] = {
 
 def dataset_fingerprint(df: pd.DataFrame) -> str:
     """Order-invariant SHA-256 of the table's content (for the ledger only)."""
+    import numpy as np
+    import pandas as pd
+
     cols = sorted(map(str, df.columns))
     frame = df.copy()
     frame.columns = [str(c) for c in frame.columns]
