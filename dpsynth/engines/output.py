@@ -12,7 +12,7 @@ float64 k / 10^d), labels and names unescaped, categories dictionary-encoded.
 
 Randomness is post-processing (:mod:`dpsynth.synthesis`): chunk i draws from its own fast
 generator keyed by (seed, i), where the seed is 256 bits of the release's generator. Each chunk
-(at most ``chunk_rows`` rows) is expanded, shuffled, decoded and formatted on a worker thread
+(at most ``chunk_rows`` rows) is sampled, decoded and formatted on a worker thread
 (numpy and Arrow release the GIL) and written in order, so the bytes do not depend on the
 number of threads, and memory is O(cells + chunk × threads): the full cell vector is never built.
 """
