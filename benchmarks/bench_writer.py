@@ -11,13 +11,12 @@ no sampling, no decoding, one thread. Best of ``--repeat``; ratios are release w
 
     python benchmarks/bench_writer.py [--rows 10000000] [--repeat 3] [--out-dir DIR]
 
-Measured 2026-11-22 on the 2-core dev machine, shared with other benchmark runs (load 1.5-3),
-10M rows, best of 3 — wall s (CPU s) writer vs baseline:
-CSV no decimals 5.75 (5.45) vs 3.08, 1.87x; CSV with decimals 4.37 (4.06) vs 3.05, 1.43x;
-Parquet no decimals 2.51 (2.47) vs 2.46, 1.02x; Parquet with decimals 3.05 (2.86) vs 2.41, 1.26x.
-In a quieter moment (load < 1) the same writer took 2.1-2.4 s for CSV with decimals and
-1.4-1.7 s for Parquet; the writer before this change (sample_cells + the previous writer, same
-process) took 4.1-4.4 s for CSV and 3.1 s for Parquet.
+Measured 2026-11-22 on the 2-core dev machine, quiet (load < 1), 10M rows, best of 3 — writer
+wall s (CPU s, all threads) vs baseline wall s, ratio:
+CSV no decimals 3.14 (5.30) vs 3.10, 1.01x; CSV with decimals 2.21 (3.84) vs 3.03, 0.73x;
+Parquet no decimals 1.44 (2.41) vs 2.29, 0.63x; Parquet with decimals 1.58 (2.67) vs 2.26, 0.70x.
+The previous writer (sample_cells on ChaCha + the slice-parallel writer), same process: CSV 4.19 s,
+Parquet 3.15 s. Under load from other runs (load 1.5-3) every figure is 1.5-2x higher.
 """
 
 from __future__ import annotations
