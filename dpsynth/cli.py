@@ -163,22 +163,29 @@ def _release_on_engine_with_id(a: argparse.Namespace, engine: str, ledger_id: Ca
     from dpsynth.release import card_summary_line, release_from_source
     from dpsynth.schema import load_schema
 
-    unsupported = [flag for flag, bad in (("--method marginals", a.method == "marginals"),
-                                          ("--id-column", a.id_column is not None),
+    unsupported = [flag for flag, bad in (("--id-column", a.id_column is not None),
                                           ("--max-rows-per-person", a.max_rows_per_person != 1),
-                                          ("--model-out", a.model_out is not None)) if bad]
+                                          ("--model-out without --method marginals", a.model_out is not None and a.method != "marginals"))
+                   if bad]
     if unsupported:
-        raise InputError(f"{', '.join(unsupported)} need(s) --engine pandas for now (the {engine} engine counts full histograms).")
+        raise InputError(f"{', '.join(unsupported)} need(s) --engine pandas for now (the {engine} engine counts records, one per row).")
     schema = load_schema(a.schema)
     ledger, budget = _ledger_and_budget(a)
     rel = release_from_source(
         a.input, schema, engine=engine, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours,
         mechanism=a.mechanism, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, expected_rows=a.expected_rows,
         dataset_label=a.label or Path(a.input).name, progress=_progress_bar(a), synthetic_path=a.out, threshold=a.threshold,
-        dataset_id=ledger_id(),
+        dataset_id=ledger_id(), method="marginals" if a.method == "marginals" else "histogram",  # auto: the sparse path holds big domains
     )
     if a.histogram_out:
-        Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))
+        if rel.histogram is not None:
+            Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))
+        else:
+            from dpsynth.artifacts import release_files
+
+            Path(a.histogram_out).write_bytes(release_files(rel)["marginals.csv"])
+    if a.model_out and rel.model is not None:
+        Path(a.model_out).write_text(json.dumps(rel.model.to_dict()), encoding="utf-8")
     if a.card_out:
         Path(a.card_out).write_text(card_json(rel.card), encoding="utf-8")
         Path(a.card_out).with_suffix(".md").write_text(card_markdown(rel.card), encoding="utf-8")

@@ -349,8 +349,9 @@ def release_from_source(
     synthetic_path: str | Any = None,
     threshold: int = 1,
     sparse_method: str = "auto",
+    method: Method = "histogram",
 ) -> Release:
-    """Release a noisy full histogram and synthetic rows, counting where the data is (no pandas load).
+    """Release a noisy full histogram (or noisy marginals) and synthetic rows, counting where the data is.
 
     Guarantee: as :func:`release` with ``method='histogram'`` and one row per person — every
     cell of the domain gets exact discrete noise; (ε, δ)-DP under the relation. Counting runs on
@@ -365,6 +366,11 @@ def release_from_source(
     never all cells at once) and ``Release.synthetic`` holds only the columns; without it,
     ``Release.synthetic`` holds the same rows the file would. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
     :func:`dataset_fingerprint`), computed while the engine counts.
+
+    ``method='marginals'`` fits :func:`dpsynth.marginals.fit_marginal_model` (same guarantee as in
+    :func:`release`) from one engine scan: the occupied cells and their exact counts stand for the
+    rows (weighted rows give every marginal of the table). ``'auto'`` means the histogram here:
+    its sparse path already holds huge domains.
     """
     from dpsynth.engines import get_engine
     from dpsynth.engines.output import write_synthetic_csv
@@ -385,7 +391,16 @@ def release_from_source(
     secure = noise.is_secure(rng)
     mech = calibrate(eps, dlt, rel, 1, kind=mechanism)
     counter = get_engine(engine, **(engine_options or {}))
-    if schema.n_cells > MAX_DENSE_CELLS:
+    if method not in ("histogram", "marginals", "auto"):
+        raise InputError(f"Unknown method {method!r}; use histogram, marginals or auto.")
+    marginals = method == "marginals"
+    if marginals and threshold != 1:
+        raise InputError("A release threshold applies to the histogram method only.")
+    if marginals:
+        from dpsynth.engines import check_indexable
+
+        check_indexable(schema)  # the engine counts a flat cell index
+    elif schema.n_cells > MAX_DENSE_CELLS:
         from dpsynth.engines import check_indexable
         from dpsynth.sparse import check_feasible
 
@@ -408,10 +423,14 @@ def release_from_source(
             raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
         ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
         report_progress(0.55, "Recording the spend in the privacy ledger")
-        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"histogram: {mech.describe()['mechanism']}", purpose=purpose)
+        what = "marginals: junction-tree model" if marginals else f"histogram: {mech.describe()['mechanism']}"
+        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=what, purpose=purpose)
 
     unit = {"unit": "record", "description": "one row of the table"}
     card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
+    if marginals:
+        return _marginals_from_counts(counts, schema, eps, dlt, rel, rows, rng, card, counter.name, synthetic_path,
+                                      report_progress)
     card["method"] = {"name": "histogram", "why": f"counted on the {counter.name} engine"}
     card["engine"] = counter.name
     n_cells = schema.n_cells
@@ -459,6 +478,38 @@ def release_from_source(
     report_progress(1.0, "Done")
     return Release(synthetic=synthetic, card=card, schema=schema, histogram=hist, noisy_counts=noisy_counts,
                    report=counts.report, sparse=sp)
+
+
+def _marginals_from_counts(
+    counts: Any, schema: Schema, eps: float, dlt: float, rel: Neighbours, rows: int | None, rng: np.random.Generator,
+    card: dict[str, Any], engine: str, synthetic_path: Any, report_progress: Progress,
+) -> Release:
+    """The marginals method on an engine's exact counts (called after the ledger charge)."""
+    from dpsynth.engines.output import write_synthetic_csv
+    from dpsynth.marginals import fit_marginal_model
+
+    codes, weights = counts.occupied_codes()
+    report_progress(0.6, "Selecting and measuring marginals")
+    model = fit_marginal_model(codes, schema.sizes, epsilon=eps, delta=dlt, neighbours=rel, rng=rng, weights=weights,
+                               progress=lambda f, msg: report_progress(0.6 + 0.2 * f, msg))
+    m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
+    card["method"] = {"name": "marginals", "why": f"chosen by the curator; counted on the {engine} engine"}
+    card["engine"] = engine
+    report_progress(0.8, "Sampling synthetic rows")
+    if synthetic_path is not None:
+        sample = model.sample(m, rng=rng)
+        cells = np.ravel_multi_index(tuple(sample.T), schema.sizes) if m else np.zeros(0, dtype=np.int64)
+        del sample
+        write_synthetic_csv(cells, schema, synthetic_path, rng=rng,
+                            progress=lambda f, msg: report_progress(0.8 + 0.2 * f, msg))
+        synthetic = pd.DataFrame({c.name: pd.Series(dtype="object") for c in schema.columns})
+    else:
+        synthetic = _decode_model_sample(model, schema, m, rng)
+    card["mechanism"] = model.describe()
+    card["post_processing"] = _post_processing(rows, m)
+    card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"]
+    report_progress(1.0, "Done")
+    return Release(synthetic=synthetic, card=card, schema=schema, model=model, report=counts.report)
 
 
 def _source_id(source: Any) -> str | None:

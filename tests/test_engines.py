@@ -313,7 +313,7 @@ def test_cli_engine_flag(files: dict, tmp_path, capsys: pytest.CaptureFixture) -
     captured = capsys.readouterr()
     assert "duckdb engine" in captured.out and "100%" in captured.err
     assert len(pd.read_csv(tmp_path / "h.csv")) == small_schema_for_release().n_cells
-    assert main([*base, "--engine", "duckdb", "--method", "marginals"]) == 2
+    assert main([*base, "--engine", "duckdb", "--id-column", "colour"]) == 2
     assert "--engine pandas" in capsys.readouterr().err
     assert main([*base, "--engine", "pandas", "--threshold", "3"]) == 2
 
@@ -471,3 +471,38 @@ def test_csv_number_forms_duckdb_parses_and_pandas_refuses(tmp_path, odd: str | 
     else:
         msg = _error(lambda: get_engine("duckdb").count(path, schema))
         assert "not numbers" in msg and "row 50" in msg
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_marginals_method_on_an_engine_equals_the_in_memory_release(files: dict, tmp_path, engine: str) -> None:
+    """One scan's occupied cells and counts fit the same model as the rows themselves (same seed)."""
+    from dpsynth.release import release, release_from_source
+
+    schema = small_schema_for_release()
+    df = pd.read_parquet(files["parquet"])
+    a = release(df, schema, epsilon=1.0, delta=1e-6, method="marginals", seed=11)
+    b = release_from_source(files["parquet"], schema, epsilon=1.0, delta=1e-6, engine=engine, method="marginals", seed=11)
+    assert b.card["method"]["name"] == "marginals" and b.histogram is None and b.model is not None
+    assert [c for c, _ in a.model.measurements] == [c for c, _ in b.model.measurements]
+    assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(a.model.measurements, b.model.measurements, strict=True))
+    assert len(b.synthetic) == len(a.synthetic)
+
+
+def test_cli_marginals_on_duckdb_writes_rows_marginals_and_model(files: dict, tmp_path) -> None:
+    import json
+
+    from dpsynth.cli import main
+
+    schema_path = tmp_path / "s.json"
+    schema_path.write_text(small_schema_for_release().to_json(), encoding="utf-8")
+    out, model = tmp_path / "o.csv", tmp_path / "model.json"
+    assert main(["release", str(files["parquet"]), "--schema", str(schema_path), "--epsilon", "1", "--delta", "1e-6",
+                 "--seed", "1", "--ledger", str(tmp_path / "l.sqlite"), "--out", str(out), "--engine", "duckdb",
+                 "--method", "marginals", "--histogram-out", str(tmp_path / "m.csv"), "--model-out", str(model),
+                 "--card-out", str(tmp_path / "card.json")]) == 0
+    syn = pd.read_csv(out, dtype=str, keep_default_na=False)
+    card = json.loads((tmp_path / "card.json").read_text(encoding="utf-8"))
+    assert card["method"]["name"] == "marginals" and card["engine"] == "duckdb"
+    assert len(syn) == card["post_processing"]["synthetic_rows"] > 0
+    assert list(syn.columns) == [c.name for c in small_schema_for_release().columns]
+    assert len(pd.read_csv(tmp_path / "m.csv")) > 0 and json.loads(model.read_text(encoding="utf-8"))["sizes"]
