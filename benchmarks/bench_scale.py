@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dpsynth.engines.duckdb_engine import bare_count_sql, source_sql  # noqa: E402
+from dpsynth.engines.duckdb_engine import bare_count_sql  # noqa: E402
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
@@ -157,8 +157,14 @@ def run_child(cmd: list[str], *, as_limit: int | None = None) -> tuple[float, in
     return elapsed, usage.ru_maxrss * 1024, out + err
 
 
+def natural_source(path: Path) -> str:
+    """How a DuckDB user reads the file: its own type detection (CSV numbers parsed by the reader,
+    about 8% faster than our all-text read, which must see cells as pandas would)."""
+    return f"read_parquet('{path}')" if path.suffix == ".parquet" else f"read_csv('{path}')"
+
+
 def bare_duckdb_cmd(path: Path, schema: Schema) -> list[str]:
-    q = bare_count_sql(schema, source_sql(path))
+    q = bare_count_sql(schema, natural_source(path))
     code = f"import duckdb; r = duckdb.connect().execute({q!r}).fetchall(); print(len(r))"
     return [sys.executable, "-c", code]
 
@@ -166,7 +172,7 @@ def bare_duckdb_cmd(path: Path, schema: Schema) -> list[str]:
 def duckdb_copy_cmd(path: Path, out: Path) -> list[str]:
     """DuckDB alone copying the file's rows to ``out`` (CSV or Parquet): its own floor for writing 10M rows."""
     fmt = "(FORMAT parquet)" if out.suffix == ".parquet" else "(HEADER)"
-    q = f"COPY (SELECT * FROM {source_sql(path)}) TO '{out}' {fmt}"
+    q = f"COPY (SELECT * FROM {natural_source(path)}) TO '{out}' {fmt}"
     return [sys.executable, "-c", f"import duckdb; duckdb.connect().execute({q!r})"]
 
 
@@ -251,6 +257,11 @@ def part_a(rows: int, engines: list[str], repeat: int, tmp: Path) -> None:
         for engine in engines:
             if engine not in variants:
                 print(f"    {fmt:8} {engine:7} {notes[engine]}")
+        if "copy-csv" in times:
+            for ext, k, ours in (("CSV", "copy-csv", "duckdb"), ("Parquet", "copy-pq", "duckdb-pq")):
+                floor = base + min(times[k])
+                print(f"    {fmt:8} {'':7} {'':13} {floor:10.2f} {floor / base:7.2f}x   (floor: DuckDB's own count + its own"
+                      f" copy of the rows to {ext}; our release / floor = {min(times[ours]) / floor:.2f})")
     print("    target: duckdb engine within 2x of the bare count")
 
 
