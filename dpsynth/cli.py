@@ -285,6 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # numpy's and Arrow's allocation failures (e.g. under ulimit -v)
+        print(f"error: out of memory ({' '.join(str(exc).split()) or 'no detail'}). Free memory or raise the limit,"
+              " or ask for fewer synthetic rows (--rows); a spend already recorded in the ledger stays recorded.",
+              file=sys.stderr)
+        return 2
     except Exception as exc:
         pd = sys.modules.get("pandas")  # a parser error can only come from pandas once it is loaded
         if pd is not None and isinstance(exc, pd.errors.ParserError):

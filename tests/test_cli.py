@@ -125,3 +125,21 @@ def test_marginals_release_and_resample_from_model(files):
     assert main(["resample", str(tmp / "m.json"), "--schema", str(schema), "--rows", "321", "--out", str(tmp / "r.csv")]) == 0
     r = pd.read_csv(tmp / "r.csv")
     assert len(r) == 321 and r["age"].between(0, 100).all()
+
+
+def test_out_of_memory_is_one_line_not_a_traceback(files, capsys, monkeypatch):
+    """An allocation failure while writing (e.g. under ulimit -v) exits 2 with one line saying the spend stays."""
+    import pyarrow as pa
+
+    import dpsynth.engines.output as output
+
+    def fail(*_a, **_k):
+        raise pa.ArrowMemoryError("malloc of size 4194304 failed")
+
+    monkeypatch.setattr(output, "write_synthetic_csv", fail)
+    tmp, data, schema = files
+    code = main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "o.csv"),
+                 "--engine", "duckdb", "--ledger", str(tmp / "l.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 2 and "out of memory" in err and "malloc of size" in err and "Traceback" not in err
+    assert "stays recorded" in err

@@ -181,6 +181,36 @@ def default_engine(path: str | Path, threshold_bytes: int = DUCKDB_THRESHOLD_BYT
     return "duckdb" if size > threshold_bytes else "pandas"
 
 
+def address_space_limit() -> int | None:
+    """The process's address-space limit in bytes (``ulimit -v``, RLIMIT_AS), or None.
+
+    Under a limit, glibc's malloc is also capped at two arenas: each thread that allocates
+    otherwise reserves its own 64 MB arena of address space (not memory), and DuckDB's and
+    the writer's threads then exhaust a 2 GB limit while using a quarter of it.
+    """
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return None
+    _cap_malloc_arenas()
+    return int(soft)
+
+
+def _cap_malloc_arenas() -> None:
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-8, 2)  # M_ARENA_MAX (glibc); elsewhere the call is absent or ignored
+    except (OSError, AttributeError):
+        pass
+
+
 def check_indexable(schema: Schema) -> int:
     """The number of cells, or an :class:`InputError` if a flat cell index would not fit in int64."""
     n = schema.n_cells

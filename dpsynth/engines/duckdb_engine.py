@@ -18,6 +18,7 @@ from dpsynth.engines import (
     CellCounts,
     Engine,
     Progress,
+    address_space_limit,
     check_indexable,
     column_errors,
     report_from_statuses,
@@ -175,15 +176,8 @@ def _plain_number_bytes(path: Path) -> bool:
 
 def _limit_from_rlimit() -> str | None:
     """Under an address-space limit (ulimit -v, prlimit), let DuckDB use a third of it (it spills the rest)."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return None
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        return None
-    return f"{max(64, soft // 3 // 2**20)}MB"
+    soft = address_space_limit()
+    return None if soft is None else f"{max(64, soft // 3 // 2**20)}MB"
 
 
 def _check_columns(schema: Schema, types: dict[str, str]) -> None:

@@ -83,13 +83,9 @@ def _plan(schema: Schema, parquet: bool) -> _Plan:
 
 
 def _address_space_limited() -> bool:
-    try:
-        import resource
+    from dpsynth.engines import address_space_limit
 
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return False
-    return soft not in (resource.RLIM_INFINITY,) and soft > 0
+    return address_space_limit() is not None
 
 
 def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType) -> pa.Array:
