@@ -30,6 +30,7 @@ Measured 2026-11-22, second session, 2-core VM with load average 0.6–1.9 (best
       floor (count + copy) 4.62x / 3.95x, so our release / floor = 1.01 / 0.99.
     CSV in: 2.51x (CSV out), 2.26x (Parquet out), 2.91x (no decimals); count alone 1.43x.
       DuckDB copying: 1.73x / 1.47x; floor 2.73x / 2.47x; our release / floor = 0.92 / 0.91.
+    Spark engine (local mode, one run): 21.7x (Parquet in), 17.2x (CSV in), CSV out.
     The 2x target is below that floor: writing 10M rows costs DuckDB itself 1.5–3.6x its count.
     First session for comparison: 6.6–7.0x (Parquet in) and 2.9–3.7x (CSV in), against a bare
     count that read CSV as text (about 8% slower than DuckDB's own detection used now).
