@@ -76,9 +76,18 @@ def estimate_column(
 
 
 def _numeric(column: NumericColumn, lower: float, upper: float) -> NumericColumn:
-    """The column on new bounds, with as many of its bins as still hold a whole number each."""
+    """The column on new bounds (its whole-number or decimals grid kept), with as many of its bins as
+    still hold a grid value each."""
     bins = column.bins
-    if column.integer:
-        bins = max(1, min(bins, math.floor(upper) - math.ceil(lower) + 1))
-    return NumericColumn(name=column.name, lower=lower, upper=upper, bins=bins, integer=column.integer,
-                         missing=column.missing, provenance="private")
+    d = column.grid_decimals
+    if d is not None:
+        scale = 10**d
+        bins = max(1, min(bins, math.floor(upper * scale) - math.ceil(lower * scale) + 1))
+    while True:
+        try:
+            return NumericColumn(name=column.name, lower=lower, upper=upper, bins=bins, integer=column.integer,
+                                 decimals=column.decimals, missing=column.missing, provenance="private")
+        except InputError:
+            if bins == 1:
+                raise
+            bins -= 1  # equal widths can miss a grid value at the edge: one bin fewer

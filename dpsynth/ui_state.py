@@ -39,7 +39,8 @@ SOURCE_LABELS: dict[str, str] = {
 }
 _LABEL_TO_SOURCE = {v: k for k, v in SOURCE_LABELS.items()}
 
-TABLE_COLUMNS = ["include", "column", "type", "lower", "upper", "bins", "integer", "categories", "missing", "source"]
+TABLE_COLUMNS = ["include", "column", "type", "lower", "upper", "bins", "integer", "decimals", "categories", "missing",
+                 "source"]
 
 
 @dataclass
@@ -165,7 +166,7 @@ class AppState:
             bins = int(row["bins"]) if not pd.isna(row["bins"]) and int(row["bins"]) >= 1 else 10
             # [0, bins] with `bins` bins holds one whole number per bin, so the placeholder is always valid
             return NumericColumn(name=name, lower=0.0, upper=float(bins), bins=bins, integer=bool(row["integer"]),
-                                 missing=bool(row["missing"]))
+                                 decimals=_decimals_of(row), missing=bool(row["missing"]))
         return CategoricalColumn(name=name, categories=("placeholder",), missing=bool(row["missing"]))
 
     def take_edits(self, edited: pd.DataFrame) -> None:
@@ -202,10 +203,12 @@ def get_state(session: MutableMapping[str, Any]) -> AppState:
 def _column_row(col: Column, include: bool) -> dict[str, Any]:
     if isinstance(col, NumericColumn):
         return {"include": include, "column": col.name, "type": "numeric", "lower": float(col.lower),
-                "upper": float(col.upper), "bins": int(col.bins), "integer": bool(col.integer), "categories": "",
+                "upper": float(col.upper), "bins": int(col.bins), "integer": bool(col.integer),
+                "decimals": pd.NA if col.decimals is None else int(col.decimals), "categories": "",
                 "missing": bool(col.missing), "source": SOURCE_LABELS[col.provenance]}
     return {"include": include, "column": col.name, "type": "categorical", "lower": math.nan, "upper": math.nan,
-            "bins": pd.NA, "integer": False, "categories": ", ".join(col.categories), "missing": bool(col.missing),
+            "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": ", ".join(col.categories),
+            "missing": bool(col.missing),
             "source": SOURCE_LABELS[col.provenance]}
 
 
@@ -217,6 +220,9 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     for c in ("lower", "upper"):
         t[c] = pd.to_numeric(t[c], errors="coerce").astype("float64")
     t["bins"] = pd.to_numeric(t["bins"], errors="coerce").round().astype("Int64")
+    if "decimals" not in t:  # tables saved before the column existed
+        t["decimals"] = pd.NA
+    t["decimals"] = pd.to_numeric(t["decimals"], errors="coerce").round().astype("Int64")
     for c in ("column", "type", "categories", "source"):
         t[c] = t[c].astype("string").fillna("")
     return t[TABLE_COLUMNS].reset_index(drop=True)
@@ -233,8 +239,15 @@ def schema_to_table(schema: Schema, columns: list[str], previous: pd.DataFrame |
             rows.append({**prev[name], "include": False})
         else:
             rows.append({"include": False, "column": name, "type": "categorical", "lower": math.nan, "upper": math.nan,
-                         "bins": pd.NA, "integer": False, "categories": "", "missing": False, "source": ""})
+                         "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": "", "missing": False,
+                         "source": ""})
     return _typed(pd.DataFrame(rows, columns=TABLE_COLUMNS))
+
+
+def _decimals_of(row: Any) -> int | None:
+    """The row's declared decimals (empty: continuous values)."""
+    d = row["decimals"] if "decimals" in row else pd.NA
+    return None if pd.isna(d) else int(d)
 
 
 def split_categories(text: str) -> tuple[str, ...]:
@@ -259,7 +272,8 @@ def table_to_schema(table: pd.DataFrame) -> tuple[Schema | None, list[str]]:
                 if pd.isna(bins):
                     raise InputError(f"Column {name!r}: enter the number of bins.")
                 cols.append(NumericColumn(name=name, lower=float(lo), upper=float(hi), bins=int(bins),
-                                          integer=bool(row["integer"]), missing=bool(row["missing"]), provenance=provenance))
+                                          integer=bool(row["integer"]), decimals=_decimals_of(row),
+                                          missing=bool(row["missing"]), provenance=provenance))
             elif row["type"] == "categorical":
                 cats = split_categories(row["categories"])
                 if not cats:

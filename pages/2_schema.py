@@ -24,6 +24,10 @@ COLUMN_CONFIG = {
     "bins": st.column_config.NumberColumn("bins", min_value=1, max_value=10_000, step=1,
                                           help="Number of equal-width bins between lower and upper."),
     "integer": st.column_config.CheckboxColumn("whole numbers?", help="Synthetic values are whole numbers."),
+    "decimals": st.column_config.NumberColumn(
+        "decimals", min_value=0, max_value=9, step=1,
+        help="Number of decimals synthetic values are written with (the precision the data are recorded to);"
+             " leave empty for full precision. Whole numbers: tick the box instead."),
     "categories": st.column_config.TextColumn("categories (comma-separated)", width="large",
                                               help="Every possible value, separated by commas."),
     "missing": st.column_config.CheckboxColumn("may be empty?", help="Keep a cell for empty values."),
@@ -108,7 +112,7 @@ def main() -> None:
     )
     edited = st.data_editor(state.schema_table, key=state.editor_key, column_config=COLUMN_CONFIG, hide_index=True,
                             num_rows="fixed", width="stretch",
-                            column_order=["include", "column", "source", "type", "lower", "upper", "bins", "integer",
+                            column_order=["include", "column", "source", "type", "lower", "upper", "bins", "integer", "decimals",
                                           "missing", "categories"],
                             height=min(36 * (len(state.schema_table) + 1) + 3, 740))
     state.take_edits(edited)

@@ -371,3 +371,27 @@ def test_person_level_protection_with_an_id_column(ledger_path: Path) -> None:
     no_exception(at)
     unit = state_of(at).release.card["privacy"]["unit_of_protection"]
     assert unit["unit"] == "person" and unit["id_column"] == "pid" and unit["max_rows_per_person"] == 3
+
+
+def test_decimals_typed_in_the_schema_editor_reach_the_release(ledger_path: Path) -> None:
+    """Declared decimals: kept in the schema, and the synthetic values have at most that many; a clash is a message."""
+    at = with_public_bounds(uploaded(ledger_path))
+    state = state_of(at)
+    age = int(state.schema_table.index[state.schema_table["column"] == "age"][0])
+    at.session_state[state.editor_key] = {"edited_rows": {age: {"lower": 0.0, "upper": 100.0, "bins": 5, "integer": False,
+                                                                "decimals": 1}},
+                                          "added_rows": [], "deleted_rows": []}
+    at.run()
+    no_exception(at)
+    schema, errors = state_of(at).schema()
+    assert errors == [] and schema.column("age").decimals == 1
+    from dpsynth.release import release
+
+    rel = release(state_of(at).data, schema, epsilon=1.0, seed=2)
+    ages = rel.synthetic["age"].dropna().to_numpy(dtype=float)
+    assert len(ages) and np.allclose(np.round(ages * 10), ages * 10)
+    at.session_state[state_of(at).editor_key] = {"edited_rows": {age: {"integer": True, "decimals": 1}},
+                                                 "added_rows": [], "deleted_rows": []}
+    at.run()
+    no_exception(at)
+    assert any("'age'" in e.value and "decimals" in e.value for e in at.error)

@@ -167,3 +167,35 @@ def test_budget_figure_starts_at_zero() -> None:
     spends = pd.DataFrame({"epsilon": [0.5, 1.0], "purpose": ["a", "b"], "time": ["t1", "t2"]})
     fig = plots.budget_figure(spends, 4.0)
     assert list(fig.data[0].y) == [0.0, 0.5, 1.5]
+
+
+def test_decimals_survive_the_editor_table_and_bad_combinations_name_the_column() -> None:
+    schema = Schema((NumericColumn(name="income", lower=0, upper=1000, bins=4, decimals=2),
+                     NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True),
+                     CategoricalColumn(name="c", categories=("a", "b"))))
+    table = schema_to_table(schema, ["income", "age", "c"])
+    assert table.loc[0, "decimals"] == 2 and pd.isna(table.loc[1, "decimals"]) and pd.isna(table.loc[2, "decimals"])
+    back, errors = table_to_schema(table)
+    assert errors == [] and back == schema and back.column("income").decimals == 2
+    table.loc[1, "decimals"] = 1  # integer and decimals together
+    back, errors = table_to_schema(table)
+    assert back is None and len(errors) == 1 and "'age'" in errors[0]
+    old = table.drop(columns=["decimals"])  # a table saved before the column existed
+    back, errors = table_to_schema(old)
+    assert errors == [] and back.column("income").decimals is None
+
+
+def test_template_and_estimate_keep_decimals(tmp_path, small_df: pd.DataFrame) -> None:
+    state = AppState()
+    state.load(small_df, "d.csv")
+    state.set_schema(Schema((NumericColumn(name="age", lower=0, upper=100, bins=5, decimals=1),)))
+    assert state.template_column("age").decimals == 1
+    ledger = Ledger(tmp_path / "l.sqlite")
+    df = pd.DataFrame({"v": np.random.default_rng(4).uniform(0, 1, 20_000)})
+    col = NumericColumn(name="v", lower=0, upper=50, bins=50, decimals=1, provenance="data")
+    out = estimate_column(df, col, epsilon=2.0, outer=(0, 150), ledger=ledger, dataset_id="d",
+                          budget=PrivacyBudget(4.0), rng=seeded_rng(1))
+    # about [0.01, 0.99] holds only the multiples 0.1 … 0.9 of 0.1: the bins shrink so each holds one
+    assert out.decimals == 1 and out.provenance == "private" and 1 <= out.bins <= 9
+    lo, hi = out.grid_ranges()
+    assert (hi >= lo).all()
