@@ -54,6 +54,7 @@ class AppState:
     sample: str | None = None  # name of the bundled sample, if one is loaded
     upload_id: str | None = None  # the uploaded file last read, so reruns do not read it again
     dataset_id: str | None = None  # content fingerprint, the dataset's key in the ledger
+    source_path: Path | None = None  # a large server file counted by DuckDB; ``data`` holds its first rows only
     load_error: str | None = None
     # --- schema (public)
     schema_table: pd.DataFrame | None = None
@@ -113,6 +114,7 @@ class AppState:
              source: bytes | Path | str | None = None) -> None:
         """Take a new table: forget the old schema, release and analyses; draft or take the schema."""
         self.data = df
+        self.source_path = None
         self.data_name = name
         self.data_label = label or name
         self.sample = sample
@@ -129,6 +131,14 @@ class AppState:
             self.left_out = left_out
         self.editor_version += 1
         self.clear_release()
+
+    def load_server_file(self, path: Path) -> None:
+        """Take a large file on the server (:mod:`dpsynth.server_files`): its first rows for the preview and
+        draft schema; a release counts the whole file on DuckDB. Its budget is keyed by the file's bytes."""
+        from dpsynth.server_files import head
+
+        self.load(head(path), path.name, source=path)
+        self.source_path = path
 
     def set_schema(self, schema: Schema) -> None:
         """Replace the editor table by a schema (loaded JSON, private estimates); columns not in it are excluded."""

@@ -8,6 +8,7 @@ from dpsynth.datasets import SAMPLES, sample_path
 from dpsynth.errors import DPSynthError
 from dpsynth.io import read_table
 from dpsynth.schema import load_schema
+from dpsynth.server_files import PREVIEW_ROWS, data_dir, list_files, resolve
 from dpsynth.ui_state import AppState, get_state
 
 UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq", "xlsx"]
@@ -40,6 +41,26 @@ def load_sample(state: AppState, name: str = "adult") -> None:
         state.load_error = str(exc)
 
 
+def server_file_section(state: AppState) -> None:
+    """Large files the administrator put in DPSYNTH_DATA_DIR: counted by DuckDB, never uploaded or loaded whole."""
+    root = data_dir()
+    if root is None:
+        return
+    with st.expander("…or a large file on this server (counted by DuckDB, not loaded)", expanded=state.source_path is not None):
+        names = list_files(root)
+        if not names:
+            st.info("The server's data folder has no CSV or Parquet files.")
+            return
+        name = st.selectbox("File in the server's data folder", names, key="server_file")
+        if st.button("Use this file", key="load_server_file"):
+            try:
+                state.load_server_file(resolve(root, name))
+            except DPSynthError as exc:
+                state.load_error = str(exc)
+        st.caption(f"Only the first {PREVIEW_ROWS:,} rows are read now, for the preview and the draft schema (and the"
+                   " checks on the Utility and Risk pages compare with them); the release counts every row of the file.")
+
+
 def main() -> None:
     state = get_state(st.session_state)
     st.title("1 · Your data")
@@ -64,6 +85,7 @@ def main() -> None:
         st.markdown(f"**{info['title']}**  \nSource: {info['source']}.  \nLicence: {info['licence']}.")
         if st.button("Load the sample dataset", key="load_sample", type="primary" if not state.has_data else "secondary"):
             load_sample(state)
+    server_file_section(state)
 
     if state.load_error:
         st.error(state.load_error)
@@ -72,7 +94,8 @@ def main() -> None:
         return
 
     df = state.data
-    st.success(f"Loaded **{state.data_label}**: {len(df.columns)} columns.")
+    st.success(f"Loaded **{state.data_label}**: {len(df.columns)} columns."
+               + (" A large server file: the release will count all of its rows with DuckDB." if state.source_path else ""))
     if state.sample:
         info = SAMPLES[state.sample]
         st.caption(f"Provenance: {info['source']}. Licence: {info['licence']}. It comes with a public schema"

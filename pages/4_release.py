@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
-from dpsynth.errors import DPSynthError
+from dpsynth.errors import DPSynthError, InputError
 from dpsynth.mechanisms import calibrate
-from dpsynth.release import card_summary_line, choose_method, release
+from dpsynth.release import card_summary_line, choose_method, release, release_from_source
 from dpsynth.ui_state import AppState, get_state
 
 
@@ -22,7 +22,7 @@ def do_release(state: AppState) -> None:
     state.release_in_progress = True
     bar = st.progress(0.0, text="Starting")
     try:
-        state.release = release(
+        state.release = release_server_file(state, schema, bar) if state.source_path is not None else release(
             state.data, schema, epsilon=state.epsilon, delta=state.spend_delta(), neighbours=state.neighbours,
             mechanism=state.mechanism, method=state.method, seed=state.demo_seed, ledger=state.ledger(),
             dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
@@ -40,6 +40,19 @@ def do_release(state: AppState) -> None:
     state.release_in_progress = False
 
 
+def release_server_file(state: AppState, schema, bar):  # noqa: ANN001, ANN201 - Schema, st.progress -> Release
+    """A server file: counted on DuckDB straight from disk (the library's engine path; one row per person)."""
+    if state.id_column:
+        raise InputError("Several rows per person need an uploaded table for now; a server file counts one row per record.")
+    return release_from_source(
+        state.source_path, schema, engine="duckdb", epsilon=state.epsilon, delta=state.spend_delta(),
+        neighbours=state.neighbours, mechanism=state.mechanism, seed=state.demo_seed, ledger=state.ledger(),
+        dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
+        expected_rows=state.expected_rows, method="marginals" if state.method == "marginals" else "histogram",
+        progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
+    )
+
+
 def summary(state: AppState) -> bool:
     """What will be released; False if something is missing."""
     schema, errors = state.schema()
@@ -50,6 +63,8 @@ def summary(state: AppState) -> bool:
     delta = state.spend_delta()
     mech = calibrate(state.epsilon, delta, state.neighbours, state.max_contributions, kind=state.mechanism)
     method, why = choose_method(schema, mech, state.method, state.expected_rows)
+    if state.source_path is not None:
+        method, why = ("marginals", why) if state.method == "marginals" else ("histogram", "a server file, counted by DuckDB")
     st.markdown(
         f"- **Data**: {state.data_label}\n"
         f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"

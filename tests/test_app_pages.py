@@ -395,3 +395,44 @@ def test_decimals_typed_in_the_schema_editor_reach_the_release(ledger_path: Path
     at.run()
     no_exception(at)
     assert any("'age'" in e.value and "decimals" in e.value for e in at.error)
+
+
+def test_large_server_file_is_released_on_duckdb(ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DPSYNTH_DATA_DIR: pick a file (no typed paths), preview its first rows, release every row on DuckDB."""
+    from dpsynth.datasets import file_fingerprint
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    big = folder / "people.csv"
+    big.write_bytes(small_csv(n=12_000))
+    (folder / "notes.md").write_text("not offered", encoding="utf-8")
+    monkeypatch.setenv("DPSYNTH_DATA_DIR", str(folder))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert at.selectbox(key="server_file").options == ["people.csv"]
+    at.button(key="load_server_file").click().run()
+    no_exception(at)
+    state = state_of(at)
+    assert state.source_path == big and len(state.data) == 10_000 and state.dataset_id == file_fingerprint(big)
+    at = with_public_bounds(at)
+    at.switch_page("pages/4_release.py").run()
+    at.button(key="release_button_0").click().run()
+    no_exception(at)
+    rel = state_of(at).release
+    assert rel is not None and rel.card["engine"] == "duckdb"
+    assert rel.report.rows_in == 12_000  # every row of the file was counted, not the preview
+    [spend] = Ledger(ledger_path, create=False).spends(file_fingerprint(big))
+    assert spend.epsilon == state_of(at).epsilon
+
+
+def test_server_files_refuse_names_outside_the_folder(tmp_path: Path) -> None:
+    from dpsynth.errors import InputError
+    from dpsynth.server_files import list_files, resolve
+
+    (tmp_path / "a.csv").write_text("x\n1\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.csv").write_text("x\n1\n", encoding="utf-8")
+    (tmp_path / "link.csv").symlink_to(Path("/etc/hostname"))
+    assert list_files(tmp_path.resolve()) == ["a.csv"]
+    for bad in ("../a.csv", "sub/b.csv", "link.csv", "/etc/passwd"):
+        with pytest.raises(InputError, match="not one of the files"):
+            resolve(tmp_path.resolve(), bad)
