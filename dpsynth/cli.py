@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpsynth.accounting import default_ledger_path
 from dpsynth.errors import DPSynthError, InputError
@@ -101,7 +101,6 @@ def _release(a: argparse.Namespace) -> int:
         return _release_on_engine(a, engine)
     if a.threshold != 1:
         raise InputError("--threshold needs --engine duckdb or spark.")
-    from dpsynth.artifacts import card_json, card_markdown
     from dpsynth.datasets import file_fingerprint
     from dpsynth.io import read_table, to_safe_csv
     from dpsynth.release import card_summary_line, release
@@ -118,13 +117,19 @@ def _release(a: argparse.Namespace) -> int:
         progress=_progress_bar(a),
     )
     Path(a.out).write_bytes(to_safe_csv(rel.synthetic))
-    if a.histogram_out:
-        if rel.histogram is not None:
-            Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))
-        else:
-            from dpsynth.artifacts import release_files
+    _write_extras(a, rel)
+    print(f"{card_summary_line(rel.card)}: wrote {len(rel.synthetic):,} synthetic rows to {a.out}")
+    return 0
 
-            Path(a.histogram_out).write_bytes(release_files(rel)["marginals.csv"])
+
+def _write_extras(a: argparse.Namespace, rel: Any) -> None:
+    """The optional outputs of both release paths (histogram or marginals, model, card) and the curator's notes."""
+    from dpsynth.artifacts import card_json, card_markdown, release_files
+    from dpsynth.io import to_safe_csv
+
+    if a.histogram_out:
+        data = to_safe_csv(rel.histogram) if rel.histogram is not None else release_files(rel)["marginals.csv"]
+        Path(a.histogram_out).write_bytes(data)
     if a.model_out and rel.model is not None:
         Path(a.model_out).write_text(json.dumps(rel.model.to_dict()), encoding="utf-8")
     if a.card_out:
@@ -134,8 +139,6 @@ def _release(a: argparse.Namespace) -> int:
         print(f"note (for you only, not released): {msg}", file=sys.stderr)
     for w in rel.card["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
-    print(f"{card_summary_line(rel.card)}: wrote {len(rel.synthetic):,} synthetic rows to {a.out}")
-    return 0
 
 
 def _progress_bar(a: argparse.Namespace):  # noqa: ANN202 - a callable (fraction, message)
@@ -158,8 +161,6 @@ def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
 
 
 def _release_on_engine_with_id(a: argparse.Namespace, engine: str, ledger_id: Callable[[], str | None]) -> int:
-    from dpsynth.artifacts import card_json, card_markdown
-    from dpsynth.io import to_safe_csv
     from dpsynth.release import card_summary_line, release_from_source
     from dpsynth.schema import load_schema
 
@@ -177,22 +178,7 @@ def _release_on_engine_with_id(a: argparse.Namespace, engine: str, ledger_id: Ca
         dataset_label=a.label or Path(a.input).name, progress=_progress_bar(a), synthetic_path=a.out, threshold=a.threshold,
         dataset_id=ledger_id(), method="marginals" if a.method == "marginals" else "histogram",  # auto: the sparse path holds big domains
     )
-    if a.histogram_out:
-        if rel.histogram is not None:
-            Path(a.histogram_out).write_bytes(to_safe_csv(rel.histogram))
-        else:
-            from dpsynth.artifacts import release_files
-
-            Path(a.histogram_out).write_bytes(release_files(rel)["marginals.csv"])
-    if a.model_out and rel.model is not None:
-        Path(a.model_out).write_text(json.dumps(rel.model.to_dict()), encoding="utf-8")
-    if a.card_out:
-        Path(a.card_out).write_text(card_json(rel.card), encoding="utf-8")
-        Path(a.card_out).with_suffix(".md").write_text(card_markdown(rel.card), encoding="utf-8")
-    for msg in rel.report.messages():
-        print(f"note (for you only, not released): {msg}", file=sys.stderr)
-    for w in rel.card["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+    _write_extras(a, rel)
     rows = rel.card["post_processing"]["synthetic_rows"]
     print(f"{card_summary_line(rel.card)} ({engine} engine): wrote {rows:,} synthetic rows to {a.out}")
     return 0
