@@ -40,7 +40,7 @@ SOURCE_LABELS: dict[str, str] = {
 _LABEL_TO_SOURCE = {v: k for k, v in SOURCE_LABELS.items()}
 
 TABLE_COLUMNS = ["include", "column", "type", "lower", "upper", "bins", "integer", "decimals", "categories", "missing",
-                 "source"]
+                 "unknown", "source"]
 
 
 @dataclass
@@ -215,11 +215,10 @@ def _column_row(col: Column, include: bool) -> dict[str, Any]:
         return {"include": include, "column": col.name, "type": "numeric", "lower": float(col.lower),
                 "upper": float(col.upper), "bins": int(col.bins), "integer": bool(col.integer),
                 "decimals": pd.NA if col.decimals is None else int(col.decimals), "categories": "",
-                "missing": bool(col.missing), "source": SOURCE_LABELS[col.provenance]}
+                "missing": bool(col.missing), "unknown": "", "source": SOURCE_LABELS[col.provenance]}
     return {"include": include, "column": col.name, "type": "categorical", "lower": math.nan, "upper": math.nan,
             "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": ", ".join(col.categories),
-            "missing": bool(col.missing),
-            "source": SOURCE_LABELS[col.provenance]}
+            "missing": bool(col.missing), "unknown": col.on_unknown, "source": SOURCE_LABELS[col.provenance]}
 
 
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
@@ -233,6 +232,10 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     if "decimals" not in t:  # tables saved before the column existed
         t["decimals"] = pd.NA
     t["decimals"] = pd.to_numeric(t["decimals"], errors="coerce").round().astype("Int64")
+    if "unknown" not in t:  # tables saved before the column existed
+        t["unknown"] = ""
+    t["unknown"] = t["unknown"].astype("string").fillna("")
+    t.loc[(t["type"] == "categorical") & (t["unknown"] == ""), "unknown"] = "error"
     for c in ("column", "type", "categories", "source"):
         t[c] = t[c].astype("string").fillna("")
     return t[TABLE_COLUMNS].reset_index(drop=True)
@@ -250,7 +253,7 @@ def schema_to_table(schema: Schema, columns: list[str], previous: pd.DataFrame |
         else:
             rows.append({"include": False, "column": name, "type": "categorical", "lower": math.nan, "upper": math.nan,
                          "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": "", "missing": False,
-                         "source": ""})
+                         "unknown": "error", "source": ""})
     return _typed(pd.DataFrame(rows, columns=TABLE_COLUMNS))
 
 
@@ -288,7 +291,8 @@ def table_to_schema(table: pd.DataFrame) -> tuple[Schema | None, list[str]]:
                 cats = split_categories(row["categories"])
                 if not cats:
                     raise InputError(f"Column {name!r}: list its categories, separated by commas.")
-                cols.append(CategoricalColumn(name=name, categories=cats, missing=bool(row["missing"]), provenance=provenance))
+                cols.append(CategoricalColumn(name=name, categories=cats, missing=bool(row["missing"]),
+                                              on_unknown=str(row["unknown"]) or "error", provenance=provenance))
             else:
                 raise InputError(f"Column {name!r}: type must be numeric or categorical, got {row['type']!r}.")
         except DPSynthError as exc:

@@ -31,6 +31,11 @@ COLUMN_CONFIG = {
     "categories": st.column_config.TextColumn("categories (comma-separated)", width="large",
                                               help="Every possible value, separated by commas."),
     "missing": st.column_config.CheckboxColumn("may be empty?", help="Keep a cell for empty values."),
+    "unknown": st.column_config.SelectboxColumn(
+        "values not listed", options=["error", "missing", "drop"],
+        help="Categorical columns: a value not in the list stops the release with a message (error), is counted as"
+             " empty (missing: needs 'may be empty?'), or its row is left out (drop). Private category estimates"
+             " choose missing, so rare values stay hidden."),
     "source": st.column_config.SelectboxColumn("where the values come from",
                                                options=list(SOURCE_LABELS.values()),
                                                help="Values read off the data are NOT private. Type public values"
@@ -113,7 +118,7 @@ def main() -> None:
     edited = st.data_editor(state.schema_table, key=state.editor_key, column_config=COLUMN_CONFIG, hide_index=True,
                             num_rows="fixed", width="stretch",
                             column_order=["include", "column", "source", "type", "lower", "upper", "bins", "integer", "decimals",
-                                          "missing", "categories"],
+                                          "missing", "categories", "unknown"],
                             height=min(36 * (len(state.schema_table) + 1) + 3, 740))
     state.take_edits(edited)
     schema, errors = state.schema()

@@ -199,3 +199,15 @@ def test_template_and_estimate_keep_decimals(tmp_path, small_df: pd.DataFrame) -
     assert out.decimals == 1 and out.provenance == "private" and 1 <= out.bins <= 9
     lo, hi = out.grid_ranges()
     assert (hi >= lo).all()
+
+
+def test_unknown_value_policy_survives_the_editor_table() -> None:
+    """A private category estimate (on_unknown='missing') or a loaded JSON policy is not reset to 'error'."""
+    schema = Schema((CategoricalColumn(name="c", categories=("a", "b"), missing=True, on_unknown="missing"),
+                     CategoricalColumn(name="d", categories=("x",), on_unknown="drop"),
+                     NumericColumn(name="n", lower=0, upper=1, bins=2)))
+    table = schema_to_table(schema, ["c", "d", "n"])
+    assert list(table["unknown"]) == ["missing", "drop", ""]
+    back, errors = table_to_schema(table)
+    assert errors == [] and back == schema
+    assert table_to_schema(table.drop(columns=["unknown"]))[0].column("c").on_unknown == "error"  # old tables
