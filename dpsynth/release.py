@@ -372,7 +372,7 @@ def release_from_source(
     rows (weighted rows give every marginal of the table). ``'auto'`` means the histogram here:
     its sparse path already holds huge domains.
     """
-    from dpsynth.engines import get_engine
+    from dpsynth.engines import check_indexable, get_engine
     from dpsynth.engines.output import write_synthetic_csv
     from dpsynth.sparse import noise_sparse, sparse_histogram_frame
     from dpsynth.synthesis import RowSampler, post_processing_seed
@@ -397,11 +397,8 @@ def release_from_source(
     if marginals and threshold != 1:
         raise InputError("A release threshold applies to the histogram method only.")
     if marginals:
-        from dpsynth.engines import check_indexable
-
         check_indexable(schema)  # the engine counts a flat cell index
     elif schema.n_cells > MAX_DENSE_CELLS:
-        from dpsynth.engines import check_indexable
         from dpsynth.sparse import check_feasible
 
         check_feasible(check_indexable(schema), mech, threshold, sparse_method)  # before any data is read

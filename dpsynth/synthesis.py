@@ -50,15 +50,6 @@ POST_PROCESSING_RANDOMNESS = (
 )
 
 
-def cell_probabilities(noisy_counts: np.ndarray) -> np.ndarray:
-    """Clamp negatives to 0 and normalise; an all-zero histogram gives the uniform distribution."""
-    c = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
-    total = c.sum()
-    if total <= 0:
-        return np.full(len(c), 1.0 / len(c))
-    return c / total
-
-
 def noisy_total(noisy_counts: np.ndarray) -> int:
     """The released estimate of the row count: the sum of the noisy counts, at least 0.
 

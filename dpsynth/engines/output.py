@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dpsynth.binning import draw_numeric, unravel
+from dpsynth.engines import address_space_limit
 from dpsynth.io import escape_cell
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 from dpsynth.synthesis import _CHUNK_KEY, CHUNK_ROWS, RowSampler, fast_rng, post_processing_seed
@@ -80,12 +81,6 @@ def _plan(schema: Schema, parquet: bool) -> _Plan:
         labels.append(None)
         fields.append(pa.field(name, typ))
     return _Plan(schema, pa.schema(fields), parquet, labels)
-
-
-def _address_space_limited() -> bool:
-    from dpsynth.engines import address_space_limit
-
-    return address_space_limit() is not None
 
 
 def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType) -> pa.Array:
@@ -173,7 +168,7 @@ def write_synthetic_csv(
     """
     report = progress or (lambda _f, _m: None)
     parquet = Path(path).suffix.lower() in {".parquet", ".pq"}
-    if _address_space_limited():
+    if address_space_limit() is not None:
         # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
         # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.
         pa.set_memory_pool(pa.system_memory_pool())
