@@ -1,6 +1,6 @@
 """Sampling + writing 10M synthetic rows of the bench schema: CSV and Parquet, with and without ``decimals``.
 
-Measures :func:`dpsynth.engines.output.write_synthetic_csv` on a :class:`dpsynth.synthesis.RowSampler`
+Measures :func:`dpsynth.writer.write_synthetic_csv` on a :class:`dpsynth.synthesis.RowSampler`
 (everything after the noise in a release: chunk split, expansion, shuffle, decode, format,
 write) for the schema of ``bench_scale.py`` (237,600 cells), once as declared there and once
 with ``decimals`` on its continuous columns (income 2, score 4: what the generated data holds).
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_scale import bench_schema  # noqa: E402
 
-from dpsynth.engines.output import write_synthetic_csv  # noqa: E402
+from dpsynth.writer import write_synthetic_csv  # noqa: E402
 from dpsynth.schema import NumericColumn, Schema  # noqa: E402
 from dpsynth.synthesis import RowSampler  # noqa: E402
 

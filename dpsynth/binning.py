@@ -107,15 +107,15 @@ def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd
     256 bits from ``rng`` and takes the values from the fast generator they seed (the law is the
     same whatever the generator; see :mod:`dpsynth.synthesis`).
     """
-    from dpsynth.synthesis import _CHUNK_KEY, fast_rng, post_processing_seed
+    from dpsynth.randomness import CHUNK_KEY, fast_rng, post_processing_seed
 
-    return decode_with(codes, schema, fast_rng(post_processing_seed(rng), _CHUNK_KEY, 0))
+    return decode_with(codes, schema, fast_rng(post_processing_seed(rng), CHUNK_KEY, 0))
 
 
 def decode_with(codes: np.ndarray, schema: Schema, gen: np.random.Generator) -> pd.DataFrame:
     """:func:`decode` drawing from ``gen`` itself: column by column, the draws of :func:`draw_numeric`.
 
-    The streaming writer (:mod:`dpsynth.engines.output`) makes the same draws in the same order,
+    The streaming writer (:mod:`dpsynth.writer`) makes the same draws in the same order,
     so for the same generator state both give the same values.
     """
     data: dict[str, pd.Series | np.ndarray] = {}

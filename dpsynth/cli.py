@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dpsynth.accounting import default_ledger_path
 from dpsynth.errors import DPSynthError, InputError
@@ -44,14 +44,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--histogram-out", default=None)
     r.add_argument("--card-out", default=None, help="release card JSON (a .md summary is written beside it)")
     r.add_argument("--model-out", default=None, help="marginals method: model JSON for re-sampling")
+    r.add_argument("--zip-out", default=None, help="all released files in one zip (the dashboard's download)")
+    r.add_argument("--accept-data-derived-schema", action="store_true",
+                   help="release even though the schema holds values read from the data (NOT private; the card says so)")
     r.add_argument("--ledger", default=None, help=f"ledger file (default {default_ledger_path()})")
     r.add_argument("--budget", type=float, default=None, help="total ε for a dataset new to the ledger")
     r.add_argument("--budget-delta", type=float, default=None, help="total δ for a dataset new to the ledger")
     r.add_argument("--label", default="", help="a public name for the dataset")
     r.add_argument("--engine", default="auto", choices=["auto", "pandas", "duckdb", "spark"],
-                   help="where to count: auto = duckdb for CSV/Parquet files over 50 MB, else pandas")
+                   help="where to count (the output is the same): auto = duckdb for CSV/Parquet files over 50 MB, else pandas")
     r.add_argument("--threshold", type=int, default=1,
-                   help="duckdb/spark: report noisy counts below this as 0 (post-processing; keeps huge domains sparse)")
+                   help="histogram: report noisy counts below this as 0 (post-processing; keeps huge domains sparse)")
     r.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
 
     s = sub.add_parser("schema", help="draft a schema from a file (NOT private: edit before use)")
@@ -64,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     ld.add_argument("--json", action="store_true")
 
     rs = sub.add_parser("resample", help="new synthetic rows from a released histogram (no new ε)")
-    rs.add_argument("histogram", help="histogram CSV, or model JSON of the marginals method, written by release")
-    rs.add_argument("--schema", required=True)
+    rs.add_argument("histogram", help="a release zip or folder; or its histogram CSV or model JSON (with --schema)")
+    rs.add_argument("--schema", default=None)
     rs.add_argument("--rows", type=int, required=True)
     rs.add_argument("--out", required=True)
     rs.add_argument("--seed", type=int, default=None)
@@ -94,94 +97,39 @@ def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | N
 
 
 def _release(a: argparse.Namespace) -> int:
+    """``release``: the one pipeline (plan → check → charge → measure → write), counted on the chosen engine."""
     from dpsynth.engines import default_engine
-
-    engine = a.engine if a.engine != "auto" else default_engine(a.input)
-    if engine != "pandas":
-        return _release_on_engine(a, engine)
-    if a.threshold != 1:
-        raise InputError("--threshold needs --engine duckdb or spark.")
-    from dpsynth.datasets import file_fingerprint
-    from dpsynth.io import read_table, to_safe_csv
-    from dpsynth.release import card_summary_line, release
+    from dpsynth.pipeline import Outputs, run
+    from dpsynth.plan import ReleaseRequest
+    from dpsynth.release import card_summary_line
     from dpsynth.schema import load_schema
 
+    # the engine is a counter only: the released bytes are the same whichever one runs
+    engine = a.engine if a.engine != "auto" else default_engine(a.input)
     schema = load_schema(a.schema)
-    df = read_table(a.input)
-    ledger, budget = _ledger_and_budget(a)
-    rel = release(
-        df, schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
-        method=a.method, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, id_column=a.id_column,
-        max_contributions=a.max_rows_per_person, expected_rows=a.expected_rows,
-        dataset_label=a.label or Path(a.input).name, dataset_id=file_fingerprint(a.input),
-        progress=_progress_bar(a),
+    request = ReleaseRequest(
+        schema=schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
+        method=a.method, rows=a.rows, expected_rows=a.expected_rows, id_column=a.id_column,
+        max_contributions=a.max_rows_per_person, threshold=a.threshold, accept_data_derived=a.accept_data_derived_schema,
     )
-    Path(a.out).write_bytes(to_safe_csv(rel.synthetic))
-    _write_extras(a, rel)
-    print(f"{card_summary_line(rel.card)}: wrote {len(rel.synthetic):,} synthetic rows to {a.out}")
-    return 0
-
-
-def _write_extras(a: argparse.Namespace, rel: Any) -> None:
-    """The optional outputs of both release paths (histogram or marginals, model, card) and the curator's notes."""
-    from dpsynth.artifacts import card_json, card_markdown, release_files
-    from dpsynth.io import to_safe_csv
-
-    if a.histogram_out:
-        data = to_safe_csv(rel.histogram) if rel.histogram is not None else release_files(rel)["marginals.csv"]
-        Path(a.histogram_out).write_bytes(data)
-    if a.model_out and rel.model is not None:
-        Path(a.model_out).write_text(json.dumps(rel.model.to_dict()), encoding="utf-8")
-    if a.card_out:
-        Path(a.card_out).write_text(card_json(rel.card), encoding="utf-8")
-        Path(a.card_out).with_suffix(".md").write_text(card_markdown(rel.card), encoding="utf-8")
+    outputs = Outputs(synthetic=a.out, card=a.card_out, tables=a.histogram_out, model=a.model_out, zip=a.zip_out)
+    if not Path(a.input).exists():
+        raise InputError(f"No such file: {a.input}")
+    ledger, budget = _ledger_and_budget(a)
+    rel = run(a.input, request, engine=engine, seed=a.seed, ledger=ledger, budget=budget,
+              dataset_label=a.label or Path(a.input).stem, progress=_progress_bar(a), outputs=outputs)
     for msg in rel.report.messages():
         print(f"note (for you only, not released): {msg}", file=sys.stderr)
     for w in rel.card["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
+    print(f"{card_summary_line(rel.card)} (counted on the {engine} engine): wrote {rel.rows:,} synthetic rows to {a.out}")
+    return 0
 
 
 def _progress_bar(a: argparse.Namespace):  # noqa: ANN202 - a callable (fraction, message)
-    from dpsynth.engines.output import ProgressBar
+    from dpsynth.progress import ProgressBar
 
     return ProgressBar(sys.stderr, force=a.progress)
-
-
-def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
-    """``release`` counted on DuckDB/Spark straight from the file; rows streamed to --out."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dpsynth.datasets import file_fingerprint
-
-    # The ledger id (SHA-256 of the file) is hashed on the second core while the library loads
-    # (hashlib releases the GIL), not while the engine counts on both cores.
-    with ThreadPoolExecutor(1) as pool:
-        ledger_id = pool.submit(file_fingerprint, a.input) if Path(a.input).exists() else None
-        return _release_on_engine_with_id(a, engine, ledger_id.result if ledger_id else lambda: None)
-
-
-def _release_on_engine_with_id(a: argparse.Namespace, engine: str, ledger_id: Callable[[], str | None]) -> int:
-    from dpsynth.release import card_summary_line, release_from_source
-    from dpsynth.schema import load_schema
-
-    unsupported = [flag for flag, bad in (("--id-column", a.id_column is not None),
-                                          ("--max-rows-per-person", a.max_rows_per_person != 1),
-                                          ("--model-out without --method marginals", a.model_out is not None and a.method != "marginals"))
-                   if bad]
-    if unsupported:
-        raise InputError(f"{', '.join(unsupported)} need(s) --engine pandas for now (the {engine} engine counts records, one per row).")
-    schema = load_schema(a.schema)
-    ledger, budget = _ledger_and_budget(a)
-    rel = release_from_source(
-        a.input, schema, engine=engine, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours,
-        mechanism=a.mechanism, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, expected_rows=a.expected_rows,
-        dataset_label=a.label or Path(a.input).name, progress=_progress_bar(a), synthetic_path=a.out, threshold=a.threshold,
-        dataset_id=ledger_id(), method="marginals" if a.method == "marginals" else "histogram",  # auto: the sparse path holds big domains
-    )
-    _write_extras(a, rel)
-    rows = rel.card["post_processing"]["synthetic_rows"]
-    print(f"{card_summary_line(rel.card)} ({engine} engine): wrote {rows:,} synthetic rows to {a.out}")
-    return 0
 
 
 def _schema(a: argparse.Namespace) -> int:
@@ -219,29 +167,33 @@ def _ledger(a: argparse.Namespace) -> int:
 
 
 def _resample(a: argparse.Namespace) -> int:
+    """New synthetic rows from a release (zip or folder), or from its histogram CSV / model JSON and schema."""
     from dpsynth import noise
-    from dpsynth.histogram import counts_from_frame
-    from dpsynth.io import read_table, to_safe_csv
+    from dpsynth.randomness import post_processing_seed
+    from dpsynth.release import Release
+    from dpsynth.results import result_from_files
     from dpsynth.schema import load_schema
-    from dpsynth.synthesis import synthesize
+    from dpsynth.writer import write_synthetic_csv
 
-    schema = load_schema(a.schema)
+    src = Path(a.histogram)
+    if not src.exists():
+        raise InputError(f"No such file: {a.histogram}")
     rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
-    if Path(a.histogram).suffix.lower() == ".json":
-        from dpsynth.binning import decode
-        from dpsynth.marginals import MarginalModel
-
-        try:
-            model = MarginalModel.from_dict(json.loads(Path(a.histogram).read_text(encoding="utf-8")))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{a.histogram} is not valid JSON: {exc.msg}.") from None
-        if tuple(model.sizes) != schema.sizes:
-            raise InputError("The model does not match the schema (different columns or cells).")
-        out = decode(model.sample(a.rows, rng=rng), schema, rng=rng)
+    if src.is_dir() or src.suffix.lower() == ".zip":
+        rel = Release.load(src)
+        schema, result = rel.schema, rel.result
     else:
-        out = synthesize(counts_from_frame(read_table(a.histogram), schema), schema, a.rows, rng=rng)
-    Path(a.out).write_bytes(to_safe_csv(out))
-    print(f"Wrote {len(out):,} rows re-sampled from the released histogram or model (no privacy budget used) to {a.out}")
+        if a.schema is None:
+            raise InputError("Give --schema with a histogram CSV or model JSON (a release zip carries its own).")
+        schema = load_schema(a.schema)
+        is_model = src.suffix.lower() == ".json"
+        name = "model.json" if is_model else "histogram.csv"
+        result = result_from_files({name: src.read_bytes()}, schema, {"method": {"name": "marginals" if is_model else "histogram"}})
+    from dpsynth.synthesis import check_rows
+
+    check_rows(a.rows)
+    n = write_synthetic_csv(result.sampler(a.rows, post_processing_seed(rng)), schema, a.out)
+    print(f"Wrote {n:,} rows re-sampled from the released histogram or model (no privacy budget used) to {a.out}")
     return 0
 
 

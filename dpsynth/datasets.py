@@ -64,3 +64,14 @@ def sample_path(name: str, part: str = "data") -> Path:
     """Path of a bundled sample file (``part`` = 'data' or 'schema')."""
     info = SAMPLES[name]
     return Path(str(resources.files("dpsynth") / "samples" / info[part]))
+
+
+def table_identity(source: object) -> str:
+    """The ledger's identity of a table: a DataFrame's content fingerprint, a file's bytes otherwise."""
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        return dataset_fingerprint(source)
+    if isinstance(source, str | Path):
+        return file_fingerprint(Path(source))
+    return ""

@@ -1,73 +1,192 @@
-"""``release()``: the one path from a table to a private release, shared by the UI, CLI and tests.
+"""``release()``: a private release of a table, for the Python API — the one pipeline underneath.
 
-A release is a function of (data, schema, privacy parameters, generator)::
+A release is a function of (data, schema, privacy parameters, generator); every entry point
+(this module, the command line, the dashboard) runs :func:`dpsynth.pipeline.run`::
 
-    table ─encode→ cell codes ─count→ exact counts ─[ledger.charge first]→ mechanism → noisy counts
-                                                                            │
-                                        post-processing (clamp, normalise, sample, decode)
-                                                                            ▼
-                                                  synthetic rows + noisy histogram + card
+    plan → check → [count] → charge → measure → write
 
-Only the mechanism's output leaves this module; what encoding observed about the data (clamped
-values, dropped rows) is returned in ``Release.report`` for the curator and is not part of any
-released artifact. Nothing in the card depends on the data: not n, not a hash, not min/max.
+:class:`Release` is what comes back: the measured result (:mod:`dpsynth.results`: a noisy
+histogram, a sparse one, or a marginal model), the card (:mod:`dpsynth.card`, built once), the
+synthetic row count and the post-processing seed that, with the result, fix the synthetic rows
+byte for byte. What encoding observed about the data (clamped values, dropped rows) is in
+``Release.report`` for the curator and is not part of any released artifact.
 """
 
 from __future__ import annotations
 
-import math
-import platform
-import uuid
+import io
+import json
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
-from dpsynth.binning import EncodingReport, encode
-from dpsynth.datasets import dataset_fingerprint, file_fingerprint
+from dpsynth.binning import EncodingReport
+from dpsynth.card import card_summary_line
 from dpsynth.errors import InputError
-from dpsynth.histogram import MAX_DENSE_CELLS, check_domain, count_cells, histogram_frame
-from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours
+from dpsynth.pipeline import DEFAULT_TOTAL_BUDGET, Outputs, run
+from dpsynth.plan import ReleaseRequest, choose_method
 from dpsynth.schema import Schema
-from dpsynth.synthesis import noisy_total, synthesize
 
 Method = Literal["histogram", "marginals", "auto"]
 Progress = Callable[[float, str], None]
 
-#: A total budget given to a dataset the ledger has not seen, when the caller names none.
-DEFAULT_TOTAL_BUDGET = PrivacyBudget(epsilon=4.0, delta=1e-6)
+#: A fixed timestamp inside the zip keeps identical releases byte-identical.
+_ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Release:
-    """What a release produced. ``synthetic``, ``histogram``/``marginals`` and ``card`` are released;
+    """What a release produced. The result's tables, the synthetic rows and ``card`` are released;
     ``report`` is for the curator's eyes only."""
 
-    synthetic: pd.DataFrame
+    result: Any
     card: dict[str, Any]
     schema: Schema
-    histogram: pd.DataFrame | None = None
-    noisy_counts: np.ndarray | None = None
-    model: Any = None
+    rows: int
+    post_seed: int
+    plan: Any = None
     report: EncodingReport = field(default_factory=EncodingReport)
-    sparse: Any = None  # dpsynth.sparse.SparseNoisyHistogram for huge domains (release_from_source)
+    _synthetic: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def method(self) -> str:
+        return self.result.method
+
+    @property
+    def synthetic(self) -> pd.DataFrame:
+        """The synthetic rows (the values of synthetic.csv), made on first use."""
+        if self._synthetic is None:
+            from dpsynth.results import sampler_frame
+
+            self._synthetic = sampler_frame(self.sampler(), self.schema)
+        return self._synthetic
+
+    def sampler(self, rows: int | None = None, seed: int | None = None) -> Any:
+        """The synthetic rows' sampler (the release's own for no arguments)."""
+        return self.result.sampler(self.rows if rows is None else rows, self.post_seed if seed is None else seed)
+
+    @property
+    def histogram(self) -> pd.DataFrame | None:
+        """The released noisy histogram table (histogram method), else None."""
+        return self.result.tables()["histogram.csv"] if self.method == "histogram" else None
+
+    @property
+    def noisy_counts(self) -> np.ndarray | None:
+        """The dense noisy counts (dense histogram only)."""
+        return getattr(self.result, "counts", None)
+
+    @property
+    def model(self) -> Any:
+        """The fitted marginal model (marginals method), else None."""
+        return getattr(self.result, "model", None)
+
+    @property
+    def sparse(self) -> Any:
+        """The sparse noisy histogram (huge domains), else None."""
+        return getattr(self.result, "hist", None)
 
     @property
     def marginals(self) -> list[pd.DataFrame]:
         """The released noisy marginals of the marginals method (one table per measured set)."""
-        if self.model is None:
-            return []
-        return model_marginal_frames(self.model, self.schema)
+        return self.result.marginal_frames() if self.method == "marginals" else []
 
     def resample(self, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
         """New synthetic rows from the released histogram or model: post-processing, no new ε."""
-        return resample(self, rows, rng=rng)
+        from dpsynth.randomness import post_processing_seed
+        from dpsynth.results import sampler_frame
+
+        return sampler_frame(self.sampler(rows, post_processing_seed(rng)), self.schema)
+
+    def synthetic_bytes(self, *, parquet: bool = False) -> bytes:
+        """synthetic.csv (or Parquet) exactly as every path writes it."""
+        from dpsynth.writer import synthetic_bytes
+
+        return synthetic_bytes(self.sampler(), self.schema, parquet=parquet)
+
+    def write_synthetic(self, path: str | Path, *, progress: Callable[[float, str], None] | None = None) -> int:
+        """Stream the synthetic rows to ``path`` (CSV, or Parquet for a .parquet name); returns the row count."""
+        from dpsynth.writer import write_synthetic_csv
+
+        return write_synthetic_csv(self.sampler(), self.schema, path, progress=progress)
+
+    def files(self) -> dict[str, bytes]:
+        """Name → bytes of every released file."""
+        from dpsynth.card import card_json, card_markdown
+
+        files = {"synthetic.csv": self.synthetic_bytes(), **self.result.files(),
+                 "schema.json": self.schema.to_json().encode("utf-8"),
+                 "card.json": card_json(self.card).encode("utf-8"),
+                 "card.md": card_markdown(self.card).encode("utf-8")}
+        return files
+
+    def zip(self) -> bytes:
+        """All released files in one zip (deterministic bytes for the same release)."""
+        return zip_files(self.files())
+
+    def save(self, folder: str | Path) -> None:
+        """Write every released file into ``folder`` (created if needed)."""
+        f = Path(folder)
+        f.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files().items():
+            (f / name).write_bytes(data)
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes]) -> Release:
+        """A release loaded back from its files (folder or zip): same tables, same synthetic rows."""
+        from dpsynth.results import result_from_files
+
+        if "card.json" not in files:
+            raise InputError("This is not a dpsynth release: it has no card.json.")
+        try:
+            card = json.loads(files["card.json"].decode("utf-8"))
+            schema = Schema.from_dict(card["schema"])
+            pp = card["post_processing"]
+            rows, seed = int(pp["synthetic_rows"]), int(pp["seed"], 16)
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"The release's card.json is not readable: {exc}.") from None
+        return cls(result=result_from_files(files, schema, card), card=card, schema=schema, rows=rows, post_seed=seed)
+
+    @classmethod
+    def load(cls, path: str | Path | bytes) -> Release:
+        """A release from its zip (path or bytes) or folder."""
+        return cls.from_files(read_release_files(path))
+
+
+def zip_files(files: dict[str, bytes]) -> bytes:
+    """Files in one zip with fixed timestamps (the same files give the same bytes)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+#: Most bytes a release zip may expand to when read back.
+MAX_RELEASE_BYTES = 2 * 1024**3
+
+
+def read_release_files(path: str | Path | bytes) -> dict[str, bytes]:
+    """Name → bytes of a release zip (path or bytes) or folder; a corrupt zip is an InputError."""
+    if isinstance(path, str | Path) and Path(path).is_dir():
+        return {f.name: f.read_bytes() for f in sorted(Path(path).iterdir()) if f.is_file()}
+    try:
+        src = io.BytesIO(path) if isinstance(path, bytes | bytearray) else path
+        with zipfile.ZipFile(src) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir()]
+            if sum(i.file_size for i in infos) > MAX_RELEASE_BYTES:
+                raise InputError("The release zip expands to more than 2 GB; it is not a dpsynth release.")
+            return {Path(i.filename).name: zf.read(i) for i in infos}
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise InputError(f"The release file is not a readable zip: {exc}.") from None
 
 
 def release(
@@ -92,8 +211,9 @@ def release(
     purpose: str = "synthetic data release",
     created: str | None = None,
     progress: Progress | None = None,
+    threshold: int = 1,
 ) -> Release:
-    """Release a noisy histogram (or noisy marginals) and synthetic rows sampled from it.
+    """Release a noisy histogram (or noisy marginals) of a DataFrame and synthetic rows sampled from it.
 
     Guarantee: the released artifacts are (ε, δ)-DP with respect to the chosen neighbouring
     relation and unit of protection (a row, or a person with at most ``max_contributions`` rows
@@ -102,227 +222,15 @@ def release(
     committed to it before any noise is drawn, and a spend over the dataset's budget is refused.
 
     ``rng`` defaults to a CSPRNG (:func:`dpsynth.noise.secure_rng`); ``seed`` makes the release
-    reproducible and the card then says it is not for publication.
+    reproducible and the card then says it is not for publication. Runs :func:`dpsynth.pipeline.run`.
     """
-    report_progress = progress or (lambda _f, _m: None)
-    eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    rel = Neighbours.parse(neighbours)
-    if rows is not None and (int(rows) != rows or rows < 0):
-        raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
-    if rng is not None and seed is not None:
-        raise InputError("Pass either a generator or a seed, not both.")
-    if rng is None:
-        rng = noise.seeded_rng(seed) if seed is not None else noise.secure_rng()
-    secure = noise.is_secure(rng)
     if not isinstance(df, pd.DataFrame) or len(df.columns) == 0:
         raise InputError("The table has no columns.")
-
-    report_progress(0.05, "Checking the data against the schema")
-    data, unit = _bound_contributions(df, id_column, max_contributions, rng=rng)
-    encoded = encode(data, schema)
-    mech = calibrate(eps, dlt, rel, max_contributions, kind=mechanism)
-    chosen, why = choose_method(schema, mech, method, expected_rows)
-    if chosen == "histogram":
-        check_domain(schema)  # refuse a domain too large to hold before anything is spent or allocated
-
-    if ledger is not None:
-        ds = dataset_id or dataset_fingerprint(df)
-        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
-        report_progress(0.15, "Recording the spend in the privacy ledger")
-        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"{chosen}: {mech.describe()['mechanism']}", purpose=purpose)
-
-    card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
-    card["method"] = {"name": chosen, "why": why}
-    if chosen == "histogram":
-        report_progress(0.3, "Counting and adding noise to every cell")
-        noisy = mech(count_cells(encoded.codes, schema), rng=rng)
-        m = noisy_total(noisy) if rows is None else int(rows)
-        report_progress(0.6, "Sampling synthetic rows")
-        synthetic = synthesize(noisy, schema, m, rng=rng)
-        card["mechanism"] = mech.describe()
-        card["post_processing"] = _post_processing(rows, m)
-        card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"]
-        out = Release(synthetic=synthetic, card=card, schema=schema, histogram=histogram_frame(noisy, schema),
-                      noisy_counts=noisy, report=encoded.report)
-    else:
-        from dpsynth.marginals import fit_marginal_model
-
-        report_progress(0.2, "Selecting and measuring marginals")
-        model = fit_marginal_model(
-            encoded.codes, schema.sizes, epsilon=eps, delta=dlt, neighbours=rel,
-            max_contributions=max_contributions, rng=rng,
-            progress=lambda f, msg: report_progress(0.2 + 0.6 * f, msg),
-        )
-        m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
-        report_progress(0.85, "Sampling synthetic rows")
-        synthetic = _decode_model_sample(model, schema, m, rng)
-        card["mechanism"] = model.describe()
-        card["post_processing"] = _post_processing(rows, m)
-        card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"]
-        out = Release(synthetic=synthetic, card=card, schema=schema, model=model, report=encoded.report)
-    report_progress(1.0, "Done")
-    return out
-
-
-def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: int | None) -> tuple[str, str]:
-    """The method and the reason, decided from public inputs only (schema, ε, δ, a public size hint)."""
-    n_cells = schema.n_cells
-    if method == "histogram":
-        return "histogram", "chosen by the curator"
-    if method == "marginals":
-        return "marginals", "chosen by the curator"
-    if method != "auto":
-        raise InputError(f"Unknown method {method!r}; use histogram, marginals or auto.")
-    if n_cells > MAX_DENSE_CELLS:
-        return "marginals", f"the full histogram has {n_cells:,} cells, more than fit in memory"
-    hint = expected_rows if expected_rows else 10_000
-    noise_mass = n_cells * mech.noise_std()
-    if len(schema.columns) > 2 and noise_mass > 0.25 * hint:
-        return "marginals", (
-            f"noise on {n_cells:,} cells (about {noise_mass:,.0f} in total) would swamp a table of about"
-            f" {hint:,} rows"
-        )
-    return "histogram", f"the full histogram ({n_cells:,} cells) is small enough for ε = {mech.epsilon:g}"
-
-
-def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Synthetic rows from a release's noisy histogram or model (post-processing)."""
-    if rel.sparse is not None:
-        from dpsynth.sparse import synthesize_sparse
-
-        return synthesize_sparse(rel.sparse, rel.schema, rows, rng=rng)
-    if rel.noisy_counts is not None:
-        return synthesize(rel.noisy_counts, rel.schema, rows, rng=rng)
-    if rel.model is not None:
-        return _decode_model_sample(rel.model, rel.schema, rows, rng)
-    raise InputError("This release holds neither a histogram nor a model to sample from.")
-
-
-def model_marginal_frames(model: Any, schema: Schema) -> list[pd.DataFrame]:
-    """Each noisy marginal of a fitted model as a table of cell labels and ``count``."""
-    frames = []
-    for cols, counts in model.measurements:
-        sub = schema.select([schema.columns[j].name for j in cols])
-        frames.append(histogram_frame(np.asarray(counts).ravel(), sub))
-    return frames
-
-
-def _decode_model_sample(model: Any, schema: Schema, rows: int, rng: np.random.Generator) -> pd.DataFrame:
-    from dpsynth.binning import decode
-
-    return decode(model.sample(rows, rng=rng), schema, rng=rng)
-
-
-def _bound_contributions(
-    df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Keep at most k uniformly chosen rows per ID (a stable transformation), so sensitivity scales with k."""
-    if id_column is None:
-        if k != 1:
-            raise InputError("Several rows per person need an ID column to bound contributions.")
-        return df, {"unit": "record", "description": "one row of the table"}
-    if id_column not in df.columns:
-        raise InputError(f"The ID column {id_column!r} is not in the table.")
-    # the permutation's draws depend on n: take them from a child stream keyed by a fixed-size draw,
-    # so the generator used afterwards (noise, synthetic rows) is in a state independent of n
-    order = _child_rng(rng).permutation(len(df))
-    shuffled = df.iloc[order]
-    rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
-    kept = shuffled[rank < k].drop(columns=[id_column])
-    return kept, {
-        "unit": "person",
-        "id_column": id_column,
-        "max_rows_per_person": k,
-        "description": f"all rows sharing a value of {id_column!r} (at most {k} kept per person, chosen at random)",
-    }
-
-
-def _child_rng(rng: np.random.Generator) -> np.random.Generator:
-    """An independent ChaCha20 generator keyed by 256 bits of ``rng`` (always the same number of draws)."""
-    from randomgen import ChaCha
-
-    return np.random.Generator(ChaCha(key=int.from_bytes(rng.bytes(32), "little"), rounds=20))
-
-
-def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
-    from dpsynth.synthesis import POST_PROCESSING_RANDOMNESS
-
-    return {
-        "steps": ["negative noisy counts clamped to 0", "normalised to probabilities",
-                  "cells sampled (multinomial) and put in random order",
-                  "values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared"
-                  " decimals where the schema has one)",
-                  "all of this drawn from a fast generator (SFC64) seeded by 256 bits of the release's generator:"
-                  " independent of the data, so post-processing (no privacy cost)"],
-        "randomness": POST_PROCESSING_RANDOMNESS,
-        "synthetic_rows": m,
-        "synthetic_rows_source": "the noisy total of the released counts" if rows is None else "set by the curator",
-    }
-
-
-def _card_base(
-    schema: Schema, eps: float, dlt: float, rel: Neighbours, unit: dict[str, Any], secure: bool,
-    seed: int | None, created: str | None, label: str,
-) -> dict[str, Any]:
-    warnings = []
-    derived = schema.data_derived()
-    if derived:
-        warnings.append(
-            "NOT PRIVATE: the bounds or categories of " + ", ".join(map(repr, derived)) +
-            " were taken from the data without a DP mechanism; they can reveal individual values."
-        )
-    if not secure:
-        warnings.append("Reproducible (seeded) noise: for tests and demonstrations only, NOT for publication.")
-    return {
-        "format": "dpsynth-release-card/1",
-        "release_id": uuid.uuid4().hex if secure else f"seeded-{seed}",
-        "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
-        "dataset": label,
-        "privacy": {
-            "epsilon": eps,
-            "delta": dlt,
-            "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
-            "neighbours": rel.value,
-            "neighbours_meaning": rel.describe(),
-            "unit_of_protection": unit,
-            "composition": "the whole release costs (ε, δ): the cells are disjoint (parallel composition) and "
-                           "everything after the noise is post-processing",
-        },
-        "randomness": {
-            "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
-            else "seeded pseudo-random generator",
-            "reproducible": not secure,
-            "for_publication": secure,
-        },
-        "schema": schema.to_dict(),
-        "unknown_category_policies": {
-            c.name: c.on_unknown for c in schema.columns if getattr(c, "on_unknown", "error") != "error"
-        },
-        "warnings": warnings,
-        "software": _versions(),
-    }
-
-
-def _versions() -> dict[str, str]:
-    import scipy
-
-    from dpsynth import __version__
-
-    return {"dpsynth": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "pandas": pd.__version__, "scipy": scipy.__version__}
-
-
-def card_summary_line(card: dict[str, Any]) -> str:
-    """One line: method, ε, δ, neighbours."""
-    p = card["privacy"]
-    d = f", δ = {p['delta']:g}" if p["delta"] else ""
-    return f"{card['method']['name']} release, ε = {p['epsilon']:g}{d}, {p['neighbours']} neighbours"
-
-
-_ = math
-
-
-# ---- counting on an engine (DuckDB/Spark) straight from a file: dpsynth.engines, dpsynth.sparse ----
+    req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
+                         method=method, rows=rows, expected_rows=expected_rows, id_column=id_column,
+                         max_contributions=max_contributions, threshold=threshold)
+    return run(df, req, engine="pandas", rng=rng, seed=seed, ledger=ledger, dataset_id=dataset_id,
+               dataset_label=dataset_label, budget=budget, purpose=purpose, created=created, progress=progress)
 
 
 def release_from_source(
@@ -351,171 +259,35 @@ def release_from_source(
     sparse_method: str = "auto",
     method: Method = "histogram",
 ) -> Release:
-    """Release a noisy full histogram (or noisy marginals) and synthetic rows, counting where the data is.
+    """The same release counted on an engine (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from
+    ``source`` (a CSV/Parquet path, or a table native to the engine); only the counts come back.
 
-    Guarantee: as :func:`release` with ``method='histogram'`` and one row per person — every
-    cell of the domain gets exact discrete noise; (ε, δ)-DP under the relation. Counting runs on
-    ``engine`` (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from ``source`` (a
-    CSV/Parquet path, or a table native to the engine); only the counts come back. A domain
-    larger than :data:`MAX_DENSE_CELLS` takes the sparse exact path (:mod:`dpsynth.sparse`):
-    the same released law, memory growing with occupied cells. ``threshold`` τ ≥ 1 reports cells
-    whose noisy count is below τ as 0 (post-processing) before sampling.
-
-    With ``synthetic_path`` the synthetic rows are streamed to that CSV (or Parquet) in chunks
-    sampled, decoded and formatted on worker threads (:func:`dpsynth.engines.output.write_synthetic_csv`;
-    never all cells at once) and ``Release.synthetic`` holds only the columns; without it,
-    ``Release.synthetic`` holds the same rows the file would. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
-    :func:`dataset_fingerprint`), computed while the engine counts.
-
-    ``method='marginals'`` fits :func:`dpsynth.marginals.fit_marginal_model` (same guarantee as in
-    :func:`release`) from one engine scan: the occupied cells and their exact counts stand for the
-    rows (weighted rows give every marginal of the table). ``'auto'`` means the histogram here:
-    its sparse path already holds huge domains.
+    Guarantee and output: exactly :func:`release`'s (one pipeline; the engine is a counter). With
+    ``synthetic_path`` the synthetic rows are streamed to that CSV (or Parquet) file in chunks.
     """
-    from dpsynth.engines import check_indexable, get_engine
-    from dpsynth.engines.output import write_synthetic_csv
-    from dpsynth.sparse import noise_sparse, sparse_histogram_frame
-    from dpsynth.synthesis import RowSampler, post_processing_seed
-
-    report_progress = progress or (lambda _f, _m: None)
-    eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    rel = Neighbours.parse(neighbours)
-    if rows is not None and (int(rows) != rows or rows < 0):
-        raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
-    if int(threshold) != threshold or threshold < 1:
-        raise InputError(f"The release threshold must be a whole number ≥ 1, got {threshold!r}.")
-    if rng is not None and seed is not None:
-        raise InputError("Pass either a generator or a seed, not both.")
-    if rng is None:
-        rng = noise.seeded_rng(seed) if seed is not None else noise.secure_rng()
-    secure = noise.is_secure(rng)
-    mech = calibrate(eps, dlt, rel, 1, kind=mechanism)
-    counter = get_engine(engine, **(engine_options or {}))
-    if method not in ("histogram", "marginals", "auto"):
-        raise InputError(f"Unknown method {method!r}; use histogram, marginals or auto.")
-    marginals = method == "marginals"
-    if marginals and threshold != 1:
-        raise InputError("A release threshold applies to the histogram method only.")
-    if marginals:
-        check_indexable(schema)  # the engine counts a flat cell index
-    elif schema.n_cells > MAX_DENSE_CELLS:
-        from dpsynth.sparse import check_feasible
-
-        check_feasible(check_indexable(schema), mech, threshold, sparse_method)  # before any data is read
-
-    ident: dict[str, str] = {}
-    hasher = None
-    if ledger is not None and dataset_id is None:
-        import threading
-
-        hasher = threading.Thread(target=lambda: ident.update(id=_source_id(source)), daemon=True)
-        hasher.start()
-    report_progress(0.02, f"Counting rows into cells ({counter.name})")
-    counts = counter.count(source, schema, progress=lambda f, msg: report_progress(0.02 + 0.5 * f, msg))
-    if ledger is not None:
-        if hasher is not None:
-            hasher.join()
-        ds = dataset_id or ident.get("id")
-        if not ds:
-            raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
-        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
-        report_progress(0.55, "Recording the spend in the privacy ledger")
-        what = "marginals: junction-tree model" if marginals else f"histogram: {mech.describe()['mechanism']}"
-        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=what, purpose=purpose)
-
-    unit = {"unit": "record", "description": "one row of the table"}
-    card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
-    if marginals:
-        return _marginals_from_counts(counts, schema, eps, dlt, rel, rows, rng, card, counter.name, synthetic_path,
-                                      report_progress)
-    card["method"] = {"name": "histogram", "why": f"counted on the {counter.name} engine"}
-    card["engine"] = counter.name
-    n_cells = schema.n_cells
-    q = mech.tail(threshold) / 2.0  # P(Z ≥ τ) by symmetry of the noise: public
-    hint = expected_rows if expected_rows else 10_000
-    if n_cells * q > 0.25 * hint:
-        card["warnings"].append(
-            f"Mostly noise: about {n_cells * q:,.0f} of the {n_cells:,} cells will show a count of at least"
-            f" {threshold} from noise alone, against about {hint:,} rows of data. Use fewer cells, a larger ε,"
-            " or a higher threshold."
-        )
-    report_progress(0.6, "Adding noise to every cell")
-    noisy_counts = None
-    sp = None
-    if not counts.is_sparse:
-        noisy = mech(counts.dense, rng=rng)
-        m = noisy_total(noisy) if rows is None else int(rows)
-        kept = noisy if threshold == 1 else np.where(noisy >= threshold, noisy, 0)
-        sampler = RowSampler.dense(kept, m, seed=post_processing_seed(rng))
-        hist = histogram_frame(noisy, schema)
-        noisy_counts = noisy
-    else:
-        occ, cnt = counts.occupied()
-        sp = noise_sparse(occ, cnt, n_cells, mech, rng=rng, threshold=threshold, method=sparse_method)  # type: ignore[arg-type]
-        # the unclamped total's noise grows like √cells; on a huge domain the released (listed) counts' sum is the usable size
-        m = int(sp.values.sum()) if rows is None else int(rows)
-        # same law as the dense path: rows i.i.d. from the listed (clamped) counts, uniform if none
-        sampler = RowSampler.from_weights(sp.cells, sp.values, n_cells, m, seed=post_processing_seed(rng))
-        hist = sparse_histogram_frame(sp, schema)
-        card["sparse"] = sp.describe()
-    report_progress(0.7, "Sampling synthetic rows")
-    if synthetic_path is not None:
-        write_synthetic_csv(sampler, schema, synthetic_path,
-                            progress=lambda f, msg: report_progress(0.7 + 0.3 * f, msg))
-        synthetic = pd.DataFrame({c.name: pd.Series(dtype="object") for c in schema.columns})
-    else:
-        synthetic = sampler.frame(schema)
-    card["mechanism"] = mech.describe()
-    card["post_processing"] = _post_processing(rows, m)
-    if sp is not None and rows is None:
-        card["post_processing"]["synthetic_rows_source"] = "the sum of the released (listed) counts"
-    if threshold > 1:
-        card["post_processing"]["steps"].insert(1, f"noisy counts below {threshold} set to 0")
-    card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"]
-    report_progress(1.0, "Done")
-    return Release(synthetic=synthetic, card=card, schema=schema, histogram=hist, noisy_counts=noisy_counts,
-                   report=counts.report, sparse=sp)
+    req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
+                         method=method, rows=rows, expected_rows=expected_rows, threshold=threshold,
+                         sparse_method=sparse_method)
+    return run(source, req, engine=engine, engine_options=engine_options, rng=rng, seed=seed, ledger=ledger,
+               dataset_id=dataset_id, dataset_label=dataset_label, budget=budget, purpose=purpose, created=created,
+               progress=progress, outputs=Outputs(synthetic=synthetic_path))
 
 
-def _marginals_from_counts(
-    counts: Any, schema: Schema, eps: float, dlt: float, rel: Neighbours, rows: int | None, rng: np.random.Generator,
-    card: dict[str, Any], engine: str, synthetic_path: Any, report_progress: Progress,
-) -> Release:
-    """The marginals method on an engine's exact counts (called after the ledger charge)."""
-    from dpsynth.engines.output import write_synthetic_csv
-    from dpsynth.marginals import fit_marginal_model
-
-    codes, weights = counts.occupied_codes()
-    report_progress(0.6, "Selecting and measuring marginals")
-    model = fit_marginal_model(codes, schema.sizes, epsilon=eps, delta=dlt, neighbours=rel, rng=rng, weights=weights,
-                               progress=lambda f, msg: report_progress(0.6 + 0.2 * f, msg))
-    m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
-    card["method"] = {"name": "marginals", "why": f"chosen by the curator; counted on the {engine} engine"}
-    card["engine"] = engine
-    report_progress(0.8, "Sampling synthetic rows")
-    if synthetic_path is not None:
-        sample = model.sample(m, rng=rng)
-        cells = np.ravel_multi_index(tuple(sample.T), schema.sizes) if m else np.zeros(0, dtype=np.int64)
-        del sample
-        write_synthetic_csv(cells, schema, synthetic_path, rng=rng,
-                            progress=lambda f, msg: report_progress(0.8 + 0.2 * f, msg))
-        synthetic = pd.DataFrame({c.name: pd.Series(dtype="object") for c in schema.columns})
-    else:
-        synthetic = _decode_model_sample(model, schema, m, rng)
-    card["mechanism"] = model.describe()
-    card["post_processing"] = _post_processing(rows, m)
-    card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"]
-    report_progress(1.0, "Done")
-    return Release(synthetic=synthetic, card=card, schema=schema, model=model, report=counts.report)
+def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic rows from a release's noisy histogram or model (post-processing)."""
+    return rel.resample(rows, rng=rng)
 
 
-def _source_id(source: Any) -> str | None:
-    """Ledger id of a source: SHA-256 of a file's bytes (files of a directory in name order), or the
-    content fingerprint of a pandas DataFrame; ``None`` for other engine-native tables."""
-    from pathlib import Path
+def model_marginal_frames(model: Any, schema: Schema) -> list[pd.DataFrame]:
+    """Each noisy marginal of a fitted model as a table of cell labels and ``count``."""
+    from dpsynth.results import MarginalResult
 
-    if isinstance(source, pd.DataFrame):
-        return dataset_fingerprint(source)
-    if not isinstance(source, str | Path):
-        return None
-    return file_fingerprint(Path(source))
+    return MarginalResult(schema, model).marginal_frames()
+
+
+def _rel(neighbours: Neighbours | str) -> str:
+    return Neighbours.parse(neighbours).value
+
+
+__all__ = ["DEFAULT_TOTAL_BUDGET", "Release", "release", "release_from_source", "choose_method", "card_summary_line",
+           "resample", "model_marginal_frames", "zip_files", "read_release_files"]

@@ -138,10 +138,15 @@ class NumericColumn:
     def labels(self) -> list[str]:
         """Readable labels of the cells, e.g. ``[16, 24)``; the last bin is closed."""
         edges = self.edges()
-        out = []
-        for j in range(self.bins):
-            close = "]" if j == self.bins - 1 else ")"
-            out.append(f"[{_fmt(edges[j])}, {_fmt(edges[j + 1])}{close}")
+        # six significant digits read well; more where they would make two bins' labels equal
+        # (e.g. hourly bins over epoch seconds), up to the 17 that tell any two float64 apart
+        for digits in (6, 8, 10, 12, 14, 17):
+            out = []
+            for j in range(self.bins):
+                close = "]" if j == self.bins - 1 else ")"
+                out.append(f"[{_fmt(edges[j], digits)}, {_fmt(edges[j + 1], digits)}{close}")
+            if len(set(out)) == len(out):
+                break
         if self.missing:
             out.append(MISSING_LABEL)
         return out
@@ -393,5 +398,5 @@ def grid_ranges(edges: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarra
     return lo.astype(np.int64), hi.astype(np.int64)
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
+def _fmt(x: float, digits: int = 6) -> str:
+    return f"{x:.{digits}g}"

@@ -47,14 +47,14 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from randomgen import ChaCha
 
 from dpsynth import noise
 from dpsynth.binning import decode
 from dpsynth.errors import InputError
 from dpsynth.mechanisms import DiscreteLaplace, Mechanism
+from dpsynth.randomness import child_rng, post_processing_seed
 from dpsynth.schema import Schema
-from dpsynth.synthesis import RowSampler, check_rows, post_processing_seed
+from dpsynth.synthesis import RowSampler, check_rows
 
 SparseMethod = Literal["auto", "skip", "stream"]
 DEFAULT_CHUNK = 1 << 20
@@ -140,11 +140,6 @@ def noise_sparse(
     o = np.argsort(all_cells, kind="stable")
     return SparseNoisyHistogram(n_cells=n_cells, cells=all_cells[o], values=all_vals[o], total=total,
                                 threshold=tau, method=method)
-
-
-def child_rng(rng: np.random.Generator) -> np.random.Generator:
-    """An independent ChaCha20 (20 rounds) generator keyed by 256 bits drawn from ``rng``."""
-    return np.random.Generator(ChaCha(key=int.from_bytes(rng.bytes(32), "little"), rounds=20))
 
 
 def resolve_method(mechanism: Mechanism, method: str) -> str:

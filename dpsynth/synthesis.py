@@ -34,7 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpsynth.binning import decode_with, unravel
 from dpsynth.errors import InputError
+from dpsynth.randomness import CHUNK_KEY, fast_rng, post_processing_seed
 from dpsynth.schema import Schema
 
 #: Most synthetic rows one call will draw.
@@ -59,31 +61,10 @@ def noisy_total(noisy_counts: np.ndarray) -> int:
     return max(0, int(round(float(np.sum(noisy_counts)))))
 
 
-def post_processing_seed(rng: np.random.Generator) -> int:
-    """256 bits drawn from the release's generator: the seed of all post-processing randomness.
-
-    Always the same number of draws, so ``rng`` ends in a state that does not depend on what is sampled.
-    """
-    return int.from_bytes(rng.bytes(32), "little")
-
-
-def fast_rng(seed: int, *key: int) -> np.random.Generator:
-    """The SFC64 generator of stream ``key`` under ``seed`` (distinct keys: independent streams).
-
-    ``SeedSequence`` hashes the 256-bit seed with the spawn key, so each chunk's stream is fixed
-    by (seed, chunk index) alone, whatever the order in which threads use them.
-    """
-    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
 def check_rows(rows: int) -> None:
     """Refuse a negative or unreasonably large number of synthetic rows."""
     if rows < 0 or rows > MAX_SYNTHETIC_ROWS:
         raise InputError(f"The number of synthetic rows must be between 0 and {MAX_SYNTHETIC_ROWS:,}, got {rows:,}.")
-
-
-#: Stream key under the seed: (1, i) serves chunk i (0 is left unused).
-_CHUNK_KEY = 1
 
 
 @dataclass(frozen=True)
@@ -155,7 +136,7 @@ class RowSampler:
         shuffled, O(support + size): chunks of i.i.d. rows are independent multinomials, so their
         concatenation has the law of all rows drawn at once. Any chunk on any thread.
         """
-        g = fast_rng(self.seed, _CHUNK_KEY, index)
+        g = fast_rng(self.seed, CHUNK_KEY, index)
         size = self.chunk_sizes()[index]
         if self.cdf is not None:
             return self.support[self._inverse(g.integers(0, int(self.cdf[-1]), size=size, dtype=np.int64))], g
@@ -190,11 +171,9 @@ class RowSampler:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def frame(self, schema: Schema) -> pd.DataFrame:
-        """The synthetic rows as a DataFrame: the same values :func:`dpsynth.engines.output.write_synthetic_csv` writes."""
-        from dpsynth.binning import decode_with, unravel
-
+        """The synthetic rows as a DataFrame: the same values :func:`dpsynth.writer.write_synthetic_csv` writes."""
         if self.rows == 0:
-            return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(self.seed, _CHUNK_KEY, 0))
+            return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(self.seed, CHUNK_KEY, 0))
         frames = [decode_with(np.stack(unravel(cells, schema.sizes), axis=1), schema, g) for cells, g in self.chunks()]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
@@ -214,7 +193,7 @@ def sample_cells(probabilities: np.ndarray, rows: int, *, rng: np.random.Generat
 def synthesize(noisy_counts: np.ndarray, schema: Schema, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic table of ``rows`` rows sampled from the noisy histogram over ``schema``.
 
-    Draws 256 bits from ``rng``; the rows equal those :func:`dpsynth.engines.output.write_synthetic_csv`
+    Draws 256 bits from ``rng``; the rows equal those :func:`dpsynth.writer.write_synthetic_csv`
     writes for ``RowSampler.dense(noisy_counts, rows, seed=...)`` with the same seed.
     """
     return RowSampler.dense(noisy_counts, rows, seed=post_processing_seed(rng)).frame(schema)

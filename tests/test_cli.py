@@ -131,7 +131,7 @@ def test_out_of_memory_is_one_line_not_a_traceback(files, capsys, monkeypatch):
     """An allocation failure while writing (e.g. under ulimit -v) exits 2 with one line saying the spend stays."""
     import pyarrow as pa
 
-    import dpsynth.engines.output as output
+    import dpsynth.writer as output
 
     def fail(*_a, **_k):
         raise pa.ArrowMemoryError("malloc of size 4194304 failed")

@@ -12,11 +12,12 @@ from scipy import stats
 
 from dpsynth import noise
 from dpsynth.binning import encode
-from dpsynth.engines import output
-from dpsynth.engines.output import write_synthetic_csv
+from dpsynth import writer as output
+from dpsynth.writer import write_synthetic_csv
 from dpsynth.errors import InputError
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
-from dpsynth.synthesis import RowSampler, fast_rng, post_processing_seed, sample_cells, synthesize
+from dpsynth.randomness import fast_rng, post_processing_seed
+from dpsynth.synthesis import RowSampler, sample_cells, synthesize
 
 SCHEMA = Schema((
     NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True, missing=True),

@@ -19,9 +19,9 @@ number of threads, and memory is O(cells + chunk × threads): the full cell vect
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-import sys
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,8 +37,9 @@ import pyarrow.parquet as pq
 from dpsynth.binning import draw_numeric, unravel
 from dpsynth.engines import address_space_limit
 from dpsynth.io import escape_cell
+from dpsynth.randomness import CHUNK_KEY, fast_rng, post_processing_seed
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
-from dpsynth.synthesis import _CHUNK_KEY, CHUNK_ROWS, RowSampler, fast_rng, post_processing_seed
+from dpsynth.synthesis import CHUNK_ROWS, RowSampler
 
 #: Threads sampling, decoding and formatting chunks (None: one per core, at most 4).
 FORMAT_WORKERS: int | None = None
@@ -96,7 +97,8 @@ def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, 
 
 
 def _decode_table(cells: np.ndarray, gen: np.random.Generator, plan: _Plan) -> pa.Table:
-    codes = unravel(cells, plan.schema.sizes)
+    # flat cell indices (histograms) or one code per column (a model's rows, whose domain may not fit int64)
+    codes = list(cells.T) if cells.ndim == 2 else unravel(cells, plan.schema.sizes)
     arrays = []
     for j, col in enumerate(plan.schema.columns):
         c = codes[j]
@@ -132,9 +134,9 @@ def _table_chunk(job: Job, plan: _Plan) -> pa.Table:
     return _decode_table(cells, gen, plan)
 
 
-def _jobs(rows: RowSampler | np.ndarray, rng: np.random.Generator | None, chunk_rows: int) -> tuple[int, Iterator[Job]]:
+def _jobs(rows: RowSampler | np.ndarray | Any, rng: np.random.Generator | None, chunk_rows: int) -> tuple[int, Iterator[Job]]:
     """The row count and, in order, one job per chunk giving its cells and its generator."""
-    if isinstance(rows, RowSampler):
+    if hasattr(rows, "chunk_cells"):  # a RowSampler or a dpsynth.results.ModelSampler
         sampler = rows
 
         def sampled() -> Iterator[Job]:
@@ -149,14 +151,14 @@ def _jobs(rows: RowSampler | np.ndarray, rng: np.random.Generator | None, chunk_
 
     def given() -> Iterator[Job]:
         for i, start in enumerate(range(0, len(cells), chunk_rows)):
-            yield lambda i=i, start=start: (cells[start : start + chunk_rows], fast_rng(seed, _CHUNK_KEY, i))
+            yield lambda i=i, start=start: (cells[start : start + chunk_rows], fast_rng(seed, CHUNK_KEY, i))
 
     return len(cells), given()
 
 
 def write_synthetic_csv(
     rows: RowSampler | np.ndarray, schema: Schema, path: str | Path, *, rng: np.random.Generator | None = None,
-    chunk_rows: int = CHUNK_ROWS, progress: Callable[[float, str], None] | None = None,
+    chunk_rows: int = CHUNK_ROWS, progress: Callable[[float, str], None] | None = None, parquet: bool | None = None,
 ) -> int:
     """Write synthetic rows to CSV (or Parquet for a ``.parquet`` path); returns the row count.
 
@@ -167,7 +169,8 @@ def write_synthetic_csv(
     adds no privacy loss. The bytes do not depend on :data:`FORMAT_WORKERS`.
     """
     report = progress or (lambda _f, _m: None)
-    parquet = Path(path).suffix.lower() in {".parquet", ".pq"}
+    if parquet is None:
+        parquet = not hasattr(path, "write") and Path(path).suffix.lower() in {".parquet", ".pq"}
     if address_space_limit() is not None:
         # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
         # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.
@@ -189,7 +192,7 @@ def write_synthetic_csv(
         # Dictionary pages only where values repeat (categories, whole numbers): hashing millions of
         # distinct floats costs more than it saves; no min/max statistics (a third of the encoding time).
         dictionary = [f.name for f in plan.target if not pa.types.is_floating(f.type)]
-        with pq.ParquetWriter(str(path), plan.target, store_schema=False, use_dictionary=dictionary,
+        with pq.ParquetWriter(path if hasattr(path, "write") else str(path), plan.target, store_schema=False, use_dictionary=dictionary,
                               write_statistics=False) as writer, ThreadPoolExecutor(workers) as pool:
             if n == 0:
                 writer.write_table(plan.target.empty_table())
@@ -204,7 +207,7 @@ def write_synthetic_csv(
                 writer.write_table(table)
                 advance(len(table))
         return n
-    with open(path, "wb") as fh, ThreadPoolExecutor(workers) as pool:
+    with _binary(path) as fh, ThreadPoolExecutor(workers) as pool:
         if n == 0:
             fh.write(_csv_bytes(plan.target.empty_table(), True))
         first = True
@@ -218,40 +221,23 @@ def write_synthetic_csv(
     return n
 
 
+def _binary(path: Any) -> Any:
+    """An open binary file for a path, or the given file object (left open)."""
+    if hasattr(path, "write"):
+        return contextlib.nullcontext(path)
+    return open(path, "wb")
+
+
+def synthetic_bytes(rows: Any, schema: Schema, *, parquet: bool = False) -> bytes:
+    """The synthetic file's bytes in memory (the same bytes :func:`write_synthetic_csv` writes to a path)."""
+    buf = io.BytesIO()
+    write_synthetic_csv(rows, schema, buf, parquet=parquet)
+    return buf.getvalue()
+
+
 def _write_all(fh: Any, chunk: tuple[int, list[pa.Buffer]]) -> int:
     """Write a formatted chunk's buffers in order; returns its row count."""
     rows, pieces = chunk
     for buf in pieces:
         fh.write(buf)
     return rows
-
-
-class ProgressBar:
-    """A one-line text progress bar for long counts and releases (``progress(fraction, message)``).
-
-    Draws on ``stream`` (stderr) only when it is a terminal, unless ``force``; redraws at most
-    every 0.2 s. Compatible with the ``progress`` callbacks of :func:`dpsynth.release.release`
-    and the engines (the dashboard passes ``st.progress(...).progress`` the same way).
-    """
-
-    def __init__(self, stream: Any = None, *, force: bool = False, width: int = 30) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
-        self.width = width
-        self._last = 0.0
-        self._start = time.monotonic()
-
-    def __call__(self, fraction: float, message: str) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if fraction < 1.0 and now - self._last < 0.2:
-            return
-        self._last = now
-        f = min(max(float(fraction), 0.0), 1.0)
-        filled = int(round(f * self.width))
-        line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {f * 100:3.0f}% {now - self._start:6.1f}s {message[:60]:<60}"
-        self.stream.write(line)
-        if f >= 1.0 and message == "Done":
-            self.stream.write("\n")
-        self.stream.flush()

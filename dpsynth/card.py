@@ -1,0 +1,228 @@
+"""The release card: what was released and under which guarantee, built once per release.
+
+:func:`build_card` is the only place a card is made, from the plan (public choices), the
+measured result (what the mechanism released) and the run's public facts (randomness, time,
+the ledger's record of this dataset). It describes every method correctly: each stage's
+mechanism and budget, how the stages compose, and the dataset's total privacy loss including
+any private schema estimates. Nothing on it depends on the data except through released values
+(the noisy total, the model's noisy measurements): not n, not a hash of the table, not min/max,
+not which engine counted the rows. :func:`card_markdown` renders the same card for people.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from dpsynth.neighbours import Neighbours
+
+FORMAT = "dpsynth-release-card/2"
+
+
+def build_card(
+    plan: Any, result: Any, *, rows: int, post_seed: int, secure: bool, seed: int | None, created: str | None,
+    label: str, release_id: str, ledger_state: dict[str, Any] | None = None, extra_stages: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The card of one release (a plain dict, ready for JSON). ``plan``: :class:`dpsynth.plan.ReleasePlan`;
+    ``result``: a :mod:`dpsynth.results` result; ``post_seed``: the post-processing seed (released: the
+    synthetic rows are a public function of the released tables and this seed)."""
+    r = plan.request
+    schema = plan.schema
+    rel = Neighbours.parse(r.neighbours)
+    eps, dlt = r.epsilon, r.delta
+    stages = _stages(plan, result) + list(extra_stages or [])
+    warnings = list(plan.warnings)
+    derived = schema.data_derived()
+    if derived:
+        warnings.insert(0,
+            "NOT PRIVATE: the bounds or categories of " + ", ".join(map(repr, derived)) +
+            " were taken from the data without a DP mechanism and accepted by the curator; they can reveal"
+            " individual values."
+        )
+    if not secure:
+        warnings.append("Reproducible (seeded) noise: for tests and demonstrations only, NOT for publication.")
+    estimates = [c.name for c in schema.columns if getattr(c, "provenance", "public") == "private"]
+    privacy: dict[str, Any] = {
+        "epsilon": eps,
+        "delta": dlt,
+        "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
+        "neighbours": rel.value,
+        "neighbours_meaning": rel.describe(),
+        "unit_of_protection": r.unit,
+        "composition": _composition(plan, result, stages),
+        "stages": stages,
+    }
+    loss: dict[str, Any] = {
+        "this_release": {"epsilon": eps, "delta": dlt},
+        "schema_estimates": (
+            f"the bounds or categories of {', '.join(map(repr, estimates))} are private estimates; their ε and δ were"
+            " charged to this dataset's budget separately" if estimates else "none"
+        ),
+    }
+    if ledger_state is not None:
+        loss.update(ledger_state)
+        loss["meaning"] = ("everything released about this dataset so far (this release, earlier releases and private"
+                           " schema estimates) is together (ε, δ)-DP with the totals spent, by basic composition")
+    privacy["dataset_privacy_loss"] = loss
+    return {
+        "format": FORMAT,
+        "release_id": release_id,
+        "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
+        "dataset": label,
+        "privacy": privacy,
+        "method": {"name": plan.method, "why": plan.why},
+        "mechanism": _mechanism(plan, result),
+        "released_tables": result.card_entry(),
+        "randomness": {
+            "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
+            else "seeded pseudo-random generator",
+            "reproducible": not secure,
+            "for_publication": secure,
+        },
+        "schema": schema.to_dict(),
+        "unknown_category_policies": {
+            c.name: c.on_unknown for c in schema.columns if getattr(c, "on_unknown", "error") != "error"
+        },
+        "post_processing": _post_processing(plan, rows, post_seed),
+        "artifacts": list(plan.artifacts),
+        "warnings": warnings,
+        "software": _versions(),
+    }
+
+
+def _stages(plan: Any, result: Any) -> list[dict[str, Any]]:
+    if plan.method == "histogram":
+        m = plan.mechanism.describe()
+        return [{"stage": "noisy histogram: every cell of the domain counted and noised",
+                 "mechanism": m["mechanism"], "guarantee": m["guarantee"], "epsilon": m["epsilon"], "delta": m["delta"]}]
+    out = []
+    for s in result.model.stages:
+        out.append({"stage": s.get("stage", s.get("name", "")), **{k: v for k, v in s.items() if k not in {"stage", "name"}}})
+    return out
+
+
+def _mechanism(plan: Any, result: Any) -> dict[str, Any]:
+    if plan.method == "histogram":
+        return plan.mechanism.describe()
+    d = result.model.describe()
+    d.setdefault("mechanism", "noisy marginals: discrete Gaussian (zCDP) or discrete Laplace (δ = 0),"
+                              " selected by the exponential mechanism")
+    return d
+
+
+def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
+    extra = len(stages) > (1 if plan.method == "histogram" else len(result.model.stages))
+    tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
+    if plan.method == "histogram":
+        return ("One measurement: each row is in exactly one cell, so the noisy counts of all cells together cost"
+                " (ε, δ) once (parallel composition over disjoint cells); everything after the noise — clamping,"
+                " sampling, decoding — is post-processing." + tail)
+    if plan.request.delta == 0:
+        return ("Several adaptive measurements (one-way marginals, selections, selected marginals): their ε add up"
+                " by adaptive basic composition to the ε above; estimation and sampling are post-processing." + tail)
+    return ("Several adaptive measurements (one-way marginals, selections, selected marginals), each ρ-zCDP: their ρ"
+            " add up (Bun & Steinke 2016, Lemma 2.3) and the total ρ is converted to (ε, δ) by Canonne, Kamath &"
+            " Steinke 2020, Corollary 13; estimation and sampling are post-processing." + tail)
+
+
+def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
+    from dpsynth.synthesis import POST_PROCESSING_RANDOMNESS
+
+    if plan.method == "histogram":
+        steps = ["negative noisy counts clamped to 0", "normalised to probabilities",
+                 "cells of the synthetic rows drawn i.i.d. from those probabilities (in random order)"]
+        if plan.request.threshold > 1:
+            steps.insert(1, f"noisy counts below {plan.request.threshold} set to 0")
+    else:
+        steps = ["noisy total = inverse-variance mean of the measured tables' sums",
+                 "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
+                 "cells of the synthetic rows drawn ancestrally from the model, one clique at a time"]
+    steps.append("values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared decimals"
+                 " where the schema has one); category labels written as they are")
+    steps.append("all of this drawn from a fast generator (SFC64) seeded by 256 bits of the release's generator:"
+                 " independent of the data, so post-processing (no privacy cost)")
+    return {
+        "steps": steps,
+        "randomness": POST_PROCESSING_RANDOMNESS,
+        "seed": f"{post_seed:064x}",
+        "synthetic_rows": int(rows),
+        "synthetic_rows_source": plan.rows_source,
+    }
+
+
+def _versions() -> dict[str, str]:
+    import pandas as pd
+    import scipy
+
+    from dpsynth import __version__
+
+    return {"dpsynth": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "pandas": pd.__version__, "scipy": scipy.__version__}
+
+
+def card_json(card: dict[str, Any]) -> str:
+    """The release card as indented JSON."""
+    return json.dumps(card, indent=2, ensure_ascii=False, default=str)
+
+
+def card_summary_line(card: dict[str, Any]) -> str:
+    """One line: method, ε, δ, neighbours."""
+    p = card["privacy"]
+    d = f", δ = {p['delta']:g}" if p["delta"] else ""
+    return f"{card['method']['name']} release, ε = {p['epsilon']:g}{d}, {p['neighbours']} neighbours"
+
+
+def card_markdown(card: dict[str, Any]) -> str:
+    """A readable summary of the release card for people who do not read JSON."""
+    p = card["privacy"]
+    unit = p["unit_of_protection"]
+    mech = card["mechanism"]
+    mech_name = mech.get("mechanism") or mech.get("method") or ""
+    lines = [
+        f"# Differentially private release{': ' + card['dataset'] if card.get('dataset') else ''}",
+        "",
+        f"- **Created**: {card['created']}",
+        f"- **Guarantee**: {p['definition']} with ε = {p['epsilon']:g}" + (f", δ = {p['delta']:g}" if p["delta"] else ""),
+        f"- **Neighbouring datasets**: {p['neighbours']} — {p['neighbours_meaning']}",
+        f"- **Unit of protection**: {unit['description']}",
+        f"- **Method**: {card['method']['name']} ({card['method']['why']})",
+        f"- **Mechanism**: {mech_name}; {mech.get('guarantee', '')}",
+        f"- **Randomness**: {card['randomness']['source']}",
+        f"- **Synthetic rows**: {card['post_processing']['synthetic_rows']:,} ({card['post_processing']['synthetic_rows_source']})",
+        f"- **Composition**: {p['composition']}",
+    ]
+    loss = p.get("dataset_privacy_loss", {})
+    if "spent_epsilon" in loss:
+        lines.append(f"- **Privacy loss of this dataset so far**: ε = {loss['spent_epsilon']:g}, δ = {loss['spent_delta']:g}"
+                     f" of a total budget of ε = {loss['total_epsilon']:g}, δ = {loss['total_delta']:g}"
+                     " (all releases and private schema estimates)")
+    lines.append(f"- **Private schema estimates**: {loss.get('schema_estimates', 'none')}")
+    lines += ["", "## Stages", "", "| stage | mechanism | guarantee |", "|---|---|---|"]
+    for s in p.get("stages", []):
+        lines.append(f"| {s.get('stage', '')} | {s.get('mechanism', '')} | {s.get('guarantee', _budget_text(s))} |")
+    lines.append("")
+    if card["warnings"]:
+        lines += ["## Warnings", ""] + [f"- ⚠️ {w}" for w in card["warnings"]] + [""]
+    lines += ["## Columns (public schema)", "", "| column | type | domain | missing cell |", "|---|---|---|---|"]
+    for c in card["schema"]["columns"]:
+        if c["type"] == "numeric":
+            dom = f"[{c['lower']:g}, {c['upper']:g}] in {c['bins']} bins" + (", whole numbers" if c.get("integer") else "")
+        else:
+            cats = c["categories"]
+            dom = ", ".join(cats[:8]) + (f", … ({len(cats)} categories)" if len(cats) > 8 else "")
+        prov = {"data": " (⚠️ taken from the data, NOT private)", "private": " (private estimate)"}.get(c.get("provenance", ""), "")
+        lines.append(f"| {c['name']} | {c['type']} | {dom}{prov} | {'yes' if c.get('missing') else 'no'} |")
+    lines += ["", "## How it was made", ""] + [f"1. {s}" for s in card["post_processing"]["steps"]]
+    lines += ["", "## Software", ""] + [f"- {k} {v}" for k, v in card["software"].items()]
+    lines += ["", "Everything in this release depends on the data only through the noise mechanisms above;"
+              " comparisons with the real data are not part of it.", ""]
+    return "\n".join(lines)
+
+
+def _budget_text(stage: dict[str, Any]) -> str:
+    parts = [f"{k} = {v:.4g}" for k, v in stage.items() if k in {"epsilon", "delta", "rho"} and isinstance(v, int | float)]
+    return ", ".join(parts)

@@ -1,0 +1,312 @@
+"""The one release pipeline: *plan → check → charge → measure → write*, for every entry point.
+
+The Python API (:func:`dpsynth.release.release`, :func:`dpsynth.release.release_from_source`),
+the command line and the dashboard (uploads and server files) all call :func:`run`::
+
+    plan     make_plan(request)                 public inputs only (dpsynth.plan)
+    check    check_plan, Outputs.check          labels, row cap, domain, output folders writable
+             count the rows into cells          the data against the schema, before any charge:
+                                                bad values, unknown categories, missing columns
+                                                are refused here (an engine is only a counter)
+             dataset identity                   one budget per table, whatever its file form
+    charge   ledger.charge (durable)            refused if over budget: nothing spent
+    measure  the plan's mechanisms              exact discrete noise (dpsynth.mechanisms)
+    write    one writer for every path          card, tables, synthetic rows (dpsynth.writer)
+
+The engine (pandas, DuckDB, Spark) counts and nothing more: for the same seed the released bytes
+are identical whichever engine, interface or input format ran. After the charge only faults no
+one could foresee (a full disk, a killed process) can fail, and the error says the spend stands.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpsynth import noise
+from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.errors import DPSynthError, InputError
+from dpsynth.plan import ReleasePlan, ReleaseRequest, check_plan, make_plan
+from dpsynth.randomness import child_rng, post_processing_seed
+
+Progress = Callable[[float, str], None]
+
+#: A total budget given to a dataset the ledger has not seen, when the caller names none.
+DEFAULT_TOTAL_BUDGET = PrivacyBudget(epsilon=4.0, delta=1e-6)
+
+
+class ReleaseWriteError(DPSynthError):
+    """Writing a release's files failed after its spend was recorded (the spend stands)."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a release's files go (all optional). Checked before the charge: folders exist and are writable."""
+
+    synthetic: str | Path | None = None
+    card: str | Path | None = None
+    tables: str | Path | None = None
+    model: str | Path | None = None
+    zip: str | Path | None = None
+    folder: str | Path | None = None
+
+    def paths(self) -> dict[str, Path]:
+        return {k: Path(v) for k, v in self.__dict__.items() if v is not None and k != "folder"}
+
+    def check(self) -> None:
+        """Refuse an output in a missing or read-only folder, or one that is a folder, before any spend."""
+        for what, p in self.paths().items():
+            if p.is_dir():
+                raise InputError(f"The {what} output {str(p)!r} is a folder; give a file name.")
+            parent = p.parent if str(p.parent) else Path(".")
+            if not parent.is_dir():
+                raise InputError(f"The folder of the {what} output {str(p)!r} does not exist; create it first.")
+            if not os.access(parent, os.W_OK):
+                raise InputError(f"The folder of the {what} output {str(p)!r} is not writable.")
+        if self.folder is not None:
+            f = Path(self.folder)
+            if f.exists() and not f.is_dir():
+                raise InputError(f"The output folder {str(f)!r} is a file.")
+            parent = f if f.exists() else f.parent
+            if not parent.is_dir() or not os.access(parent, os.W_OK):
+                raise InputError(f"The output folder {str(f)!r} cannot be created or written.")
+
+
+def run(
+    source: Any,
+    request: ReleaseRequest,
+    *,
+    engine: str = "pandas",
+    engine_options: dict[str, Any] | None = None,
+    rng: np.random.Generator | None = None,
+    seed: int | None = None,
+    ledger: Ledger | None = None,
+    dataset_id: str | None = None,
+    dataset_label: str = "",
+    budget: PrivacyBudget | None = None,
+    purpose: str = "synthetic data release",
+    created: str | None = None,
+    progress: Progress | None = None,
+    outputs: Outputs | None = None,
+    on_charged: Callable[[str], None] | None = None,
+) -> Any:
+    """Run one release of ``source`` (a DataFrame or a CSV/Parquet/Excel path) and return its
+    :class:`dpsynth.release.Release`.
+
+    Guarantee: the released artifacts are (ε, δ)-DP with respect to the request's neighbouring
+    relation and unit of protection (see the card's stages). If a ``ledger`` is given the spend is
+    committed to it before any noise is drawn; a spend over the dataset's budget is refused with
+    nothing spent. ``rng`` defaults to a CSPRNG; ``seed`` makes the release reproducible and the
+    card then says it is not for publication.
+    """
+    from dpsynth.card import build_card
+    from dpsynth.release import Release
+
+    say = progress or (lambda _f, _m: None)
+    # ---- plan and check: public inputs only, nothing read yet
+    plan = make_plan(request)
+    check_plan(plan)
+    outputs = outputs or Outputs()
+    outputs.check()
+    if rng is not None and seed is not None:
+        raise InputError("Pass either a generator or a seed, not both.")
+    if rng is None:
+        rng = noise.seeded_rng(seed) if seed is not None else noise.secure_rng()
+    secure = noise.is_secure(rng)
+    if engine not in ("pandas", "duckdb", "spark"):
+        raise InputError(f"Unknown engine {engine!r}; use pandas, duckdb or spark.")
+    if engine != "pandas" and request.id_column is not None:
+        raise InputError(f"Several rows per person (an ID column) need the in-memory engine for now; the {engine}"
+                         " engine counts one row per record. Use --engine pandas.")
+
+    # ---- count: the one step that reads the data (errors here cost nothing)
+    say(0.02, "Checking the data against the schema and counting")
+    counted = _count(source, plan, engine, engine_options, rng, lambda f, m: say(0.02 + 0.4 * f, m))
+    if ledger is not None:
+        ds = dataset_id or dataset_identity(source)
+        if not ds:
+            raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
+    release_id = uuid.uuid4().hex if secure else f"seeded-{seed if seed is not None else 'rng'}"
+
+    # ---- charge: durable, before any noise
+    estimates: dict[str, Any] | None = None
+    if ledger is not None:
+        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
+        say(0.45, "Recording the spend in the privacy ledger")
+        ledger.charge(ds, PrivacyBudget(request.epsilon, request.delta), mechanism=_ledger_mechanism(plan),
+                      purpose=purpose)
+        estimates = _estimate_spends(ledger, ds, request)
+        if on_charged is not None:
+            on_charged(ds)
+
+    # ---- measure
+    say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
+    result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
+    post_seed = post_processing_seed(rng)
+    rows = plan.synthetic_rows(result.noisy_total)
+    card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
+                      created=created if created is not None else (None if secure else "reproducible (seeded) release"),
+                      label=dataset_label, release_id=release_id, ledger_state=estimates)
+    rel = Release(result=result, card=card, schema=plan.schema, rows=rows, post_seed=post_seed, plan=plan,
+                  report=counted.report)
+
+    # ---- write
+    try:
+        _write(rel, outputs, lambda f, m: say(0.85 + 0.15 * f, m))
+    except (OSError, MemoryError) as exc:
+        what = f"out of memory ({exc})" if isinstance(exc, MemoryError) or "alloc" in str(exc) else str(exc)
+        raise ReleaseWriteError(
+            f"The release was made and its spend stays recorded in the ledger, but writing its files failed: {what}."
+            " Nothing more will be spent to write them again: re-create them from the release archive."
+        ) from exc
+    say(1.0, "Done")
+    return rel
+
+
+def dataset_identity(source: Any) -> str:
+    """The ledger's identity of a table (:func:`dpsynth.datasets.table_identity`)."""
+    from dpsynth.datasets import table_identity
+
+    return table_identity(source)
+
+
+@dataclass
+class _Counted:
+    """The exact counts of the data (never released): cells for a histogram, codes (+ weights) for a model."""
+
+    report: Any
+    counts: Any = None  # dpsynth.engines.CellCounts
+    codes: np.ndarray | None = None
+    weights: np.ndarray | None = None
+
+
+def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] | None, rng: np.random.Generator,
+           say: Progress) -> _Counted:
+    from dpsynth.binning import encode
+    from dpsynth.engines import CellCounts, get_engine
+    from dpsynth.histogram import MAX_DENSE_CELLS, cell_index
+
+    r, schema = plan.request, plan.schema
+    if engine == "pandas":
+        df = _frame(source, options)
+        if len(df.columns) == 0:
+            raise InputError("The table has no columns.")
+        data = _bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
+        say(0.3, "Mapping values to cells")
+        enc = encode(data, schema)
+        if plan.method == "marginals":
+            return _Counted(report=enc.report, codes=enc.codes)
+        counts = CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report,
+                                            max_dense_cells=MAX_DENSE_CELLS)
+        return _Counted(report=enc.report, counts=counts)
+    if plan.method == "marginals":
+        from dpsynth.engines import check_indexable
+
+        check_indexable(schema)  # an engine counts a flat cell index
+    counter = get_engine(engine, **(options or {}))
+    counts = counter.count(source, schema, progress=say)
+    if plan.method == "marginals":
+        codes, weights = counts.occupied_codes()
+        return _Counted(report=counts.report, codes=codes, weights=weights)
+    return _Counted(report=counts.report, counts=counts)
+
+
+def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
+    if isinstance(source, pd.DataFrame):
+        return source
+    if isinstance(source, str | Path):
+        from dpsynth.io import Limits, read_table
+
+        return read_table(source, limits=(options or {}).get("limits", Limits()))
+    raise InputError(f"The in-memory engine releases a DataFrame or a file, not a {type(source).__name__}.")
+
+
+def _bound_contributions(df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Keep at most k uniformly chosen rows per ID (a stable transformation), so sensitivity scales with k."""
+    if id_column is None:
+        return df
+    if id_column not in df.columns:
+        raise InputError(f"The ID column {id_column!r} is not in the table.")
+    # the permutation's draws depend on n: take them from a child stream keyed by a fixed-size draw,
+    # so the generator used afterwards (noise, synthetic rows) is in a state independent of n
+    order = child_rng(rng).permutation(len(df))
+    shuffled = df.iloc[order]
+    rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
+    return shuffled[rank < k].drop(columns=[id_column])
+
+
+def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress) -> Any:
+    from dpsynth.results import MarginalResult, NoisyHistogram, SparseHistogram
+
+    r, schema = plan.request, plan.schema
+    if plan.method == "marginals":
+        from dpsynth.marginals import fit_marginal_model
+
+        model = fit_marginal_model(counted.codes, schema.sizes, epsilon=r.epsilon, delta=r.delta, neighbours=r.neighbours,
+                                   max_contributions=r.max_contributions, rng=rng, weights=counted.weights, progress=say)
+        return MarginalResult(schema, model)
+    mech = plan.mechanism
+    assert mech is not None
+    if plan.representation == "dense":
+        return NoisyHistogram(schema, mech(counted.counts.to_dense(), rng=rng), threshold=r.threshold)
+    from dpsynth.sparse import noise_sparse
+
+    occ, cnt = counted.counts.occupied()
+    hist = noise_sparse(occ, cnt, schema.n_cells, mech, rng=rng, threshold=r.threshold, method=r.sparse_method)  # type: ignore[arg-type]
+    return SparseHistogram(schema, hist)
+
+
+def _ledger_mechanism(plan: ReleasePlan) -> str:
+    if plan.method == "histogram":
+        assert plan.mechanism is not None
+        return f"histogram: {plan.mechanism.describe()['mechanism']}"
+    return "marginals: junction-tree model"
+
+
+def _estimate_spends(ledger: Ledger, ds: str, request: ReleaseRequest) -> dict[str, Any]:
+    """What the card states of the dataset's privacy loss: this release plus the private schema estimates."""
+    spends = [s for s in ledger.spends(ds) if s.purpose.startswith("schema estimate")]
+    eps = request.epsilon + sum(s.epsilon for s in spends)
+    dlt = request.delta + sum(s.delta for s in spends)
+    return {
+        "schema_estimate_spends": [{"purpose": s.purpose, "epsilon": s.epsilon, "delta": s.delta} for s in spends],
+        "with_schema_estimates": {"epsilon": eps, "delta": dlt},
+    }
+
+
+def _write(rel: Any, outputs: Outputs, say: Progress) -> None:
+    from dpsynth.card import card_json, card_markdown
+
+    paths = outputs.paths()
+    if "synthetic" in paths:
+        rel.write_synthetic(paths["synthetic"], progress=say)
+    if "tables" in paths:
+        tables = rel.result.files()
+        name = "histogram.csv" if "histogram.csv" in tables else "marginals.csv"
+        _atomic_write(paths["tables"], tables[name])
+    if "model" in paths and "model.json" in (files := rel.result.files()):
+        _atomic_write(paths["model"], files["model.json"])
+    if "card" in paths:
+        _atomic_write(paths["card"], card_json(rel.card).encode("utf-8"))
+        _atomic_write(paths["card"].with_suffix(".md"), card_markdown(rel.card).encode("utf-8"))
+    if "zip" in paths:
+        _atomic_write(paths["zip"], rel.zip())
+    if outputs.folder is not None:
+        rel.save(outputs.folder)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

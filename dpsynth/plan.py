@@ -1,0 +1,201 @@
+"""The release plan: everything a release will do, decided from public inputs only.
+
+A release runs *plan → check → charge → measure → write* (:mod:`dpsynth.pipeline`). The plan is a
+pure function of the :class:`ReleaseRequest` — schema, ε, δ, neighbouring relation and unit of
+protection, method, row count, a public size hint, post-processing options — never of the data,
+of the engine that will count it, or of the file that holds it. So the method, the mechanisms,
+the stages and their budgets, the representation of the released tables and the list of
+artifacts are the same whichever interface or engine runs the release (a property of the data,
+such as its size, cannot pick a branch that shows in the output). The dashboard's previews, the
+CLI's ``preview`` and the release itself all read the same :class:`ReleasePlan`.
+
+:func:`check_plan` refuses, before anything is charged, everything that can be known without the
+data: labels that would collide once written, too many synthetic rows, a domain too large for the
+method, a threshold where it does not apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpsynth.errors import InputError
+from dpsynth.histogram import MAX_DENSE_CELLS
+from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
+from dpsynth.neighbours import Neighbours
+from dpsynth.schema import Schema
+from dpsynth.synthesis import MAX_SYNTHETIC_ROWS
+
+METHODS = ("histogram", "marginals", "auto")
+#: Public size hint used when the curator gives none (only to choose a method and word warnings).
+DEFAULT_SIZE_HINT = 10_000
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """The public inputs of a release (what the curator chose); nothing here is read from the data."""
+
+    schema: Schema
+    epsilon: float
+    delta: float = 0.0
+    neighbours: str = "add-remove"
+    mechanism: str = "auto"
+    method: str = "auto"
+    rows: int | None = None
+    expected_rows: int | None = None
+    id_column: str | None = None
+    max_contributions: int = 1
+    threshold: int = 1
+    sparse_method: str = "auto"
+    accept_data_derived: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+        object.__setattr__(self, "neighbours", Neighbours.parse(self.neighbours).value)
+        if self.method not in METHODS:
+            raise InputError(f"Unknown method {self.method!r}; use histogram, marginals or auto.")
+        if self.rows is not None:
+            if isinstance(self.rows, bool) or int(self.rows) != self.rows or self.rows < 0:
+                raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {self.rows!r}.")
+            object.__setattr__(self, "rows", int(self.rows))
+        if isinstance(self.threshold, bool) or int(self.threshold) != self.threshold or self.threshold < 1:
+            raise InputError(f"The release threshold must be a whole number ≥ 1, got {self.threshold!r}.")
+        k = self.max_contributions
+        if isinstance(k, bool) or int(k) != k or k < 1:
+            raise InputError(f"The most rows per person must be a whole number ≥ 1, got {k!r}.")
+        if self.id_column is None and k != 1:
+            raise InputError("Several rows per person need an ID column to bound contributions.")
+        if self.expected_rows is not None and (int(self.expected_rows) != self.expected_rows or self.expected_rows < 1):
+            raise InputError(f"The expected number of rows must be a whole number ≥ 1, got {self.expected_rows!r}.")
+
+    @property
+    def unit(self) -> dict[str, Any]:
+        """The unit of protection, as the card states it."""
+        if self.id_column is None:
+            return {"unit": "record", "description": "one row of the table"}
+        k = self.max_contributions
+        return {
+            "unit": "person",
+            "id_column": self.id_column,
+            "max_rows_per_person": k,
+            "description": f"all rows sharing a value of {self.id_column!r} (at most {k} kept per person, chosen at random)",
+        }
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """What the release will do. ``representation``: ``dense`` or ``sparse`` histogram, or ``model``."""
+
+    request: ReleaseRequest
+    method: str
+    why: str
+    representation: str
+    mechanism: Mechanism | None
+    artifacts: tuple[str, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def schema(self) -> Schema:
+        return self.request.schema
+
+    @property
+    def rows_source(self) -> str:
+        """How the synthetic row count is set (card wording)."""
+        if self.request.rows is not None:
+            return "set by the curator"
+        if self.representation == "sparse":
+            return f"the sum of the released (listed) counts, at most {MAX_SYNTHETIC_ROWS:,}"
+        return f"the noisy total of the released counts, at most {MAX_SYNTHETIC_ROWS:,}"
+
+    def synthetic_rows(self, noisy_total: int) -> int:
+        """Rows to write: the curator's number, or the released noisy total capped at the row limit."""
+        if self.request.rows is not None:
+            return self.request.rows
+        return max(0, min(int(noisy_total), MAX_SYNTHETIC_ROWS))
+
+    def describe(self) -> dict[str, Any]:
+        """A plain summary for previews (pages, CLI ``preview``)."""
+        r = self.request
+        out: dict[str, Any] = {
+            "method": self.method, "why": self.why, "representation": self.representation,
+            "epsilon": r.epsilon, "delta": r.delta, "neighbours": r.neighbours, "unit": r.unit,
+            "cells": self.schema.n_cells, "artifacts": list(self.artifacts), "warnings": list(self.warnings),
+            "rows": r.rows if r.rows is not None else self.rows_source,
+        }
+        if self.mechanism is not None:
+            out["mechanism"] = self.mechanism.describe()
+        return out
+
+
+def make_plan(request: ReleaseRequest) -> ReleasePlan:
+    """The plan for ``request``: a pure function of public inputs (see the module docstring)."""
+    schema = request.schema
+    mech = calibrate(request.epsilon, request.delta, request.neighbours, request.max_contributions, kind=request.mechanism)
+    method, why = choose_method(schema, mech, request.method, request.expected_rows)
+    warnings: list[str] = []
+    if method == "histogram":
+        representation = "dense" if schema.n_cells <= MAX_DENSE_CELLS else "sparse"
+        artifacts = ("synthetic.csv", "histogram.csv", "schema.json", "card.json", "card.md")
+        hint = request.expected_rows or DEFAULT_SIZE_HINT
+        q = mech.tail(request.threshold) / 2.0 if request.threshold > 1 else mech.tail(1) / 2.0
+        if schema.n_cells * q > 0.25 * hint:
+            warnings.append(
+                f"Mostly noise: about {schema.n_cells * q:,.0f} of the {schema.n_cells:,} cells will show a count of"
+                f" at least {request.threshold} from noise alone, against about {hint:,} rows of data. Use fewer"
+                " cells, a larger ε, or a higher threshold."
+            )
+    else:
+        if request.threshold != 1:
+            raise InputError("A release threshold applies to the histogram method only.")
+        representation = "model"
+        mech = None
+        artifacts = ("synthetic.csv", "marginals.csv", "model.json", "schema.json", "card.json", "card.md")
+    return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
+                       artifacts=artifacts, warnings=tuple(warnings))
+
+
+def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: int | None) -> tuple[str, str]:
+    """The method and the reason, decided from public inputs only (schema, ε, δ, a public size hint)."""
+    n_cells = schema.n_cells
+    if method == "histogram":
+        return "histogram", "chosen by the curator"
+    if method == "marginals":
+        return "marginals", "chosen by the curator"
+    if method != "auto":
+        raise InputError(f"Unknown method {method!r}; use histogram, marginals or auto.")
+    if n_cells > MAX_DENSE_CELLS:
+        return "marginals", f"the full histogram has {n_cells:,} cells, more than fit in memory"
+    hint = expected_rows if expected_rows else DEFAULT_SIZE_HINT
+    noise_mass = n_cells * mech.noise_std()
+    if len(schema.columns) > 2 and noise_mass > 0.25 * hint:
+        return "marginals", (
+            f"noise on {n_cells:,} cells (about {noise_mass:,.0f} in total) would swamp a table of about"
+            f" {hint:,} rows"
+        )
+    return "histogram", f"the full histogram ({n_cells:,} cells) is small enough for ε = {mech.epsilon:g}"
+
+
+def check_plan(plan: ReleasePlan) -> None:
+    """Refuse, before any charge, what the plan cannot deliver (see the module docstring)."""
+    r, schema = plan.request, plan.schema
+    if r.rows is not None and r.rows > MAX_SYNTHETIC_ROWS:
+        raise InputError(f"The number of synthetic rows must be at most {MAX_SYNTHETIC_ROWS:,}, got {r.rows:,}.")
+    if not r.accept_data_derived and schema.data_derived():
+        raise InputError(
+            "The schema holds values read from the data without a DP mechanism (" + ", ".join(schema.data_derived())
+            + "): replace them by public values or private estimates, or accept them explicitly"
+            " (--accept-data-derived-schema); the card then says they are not private."
+        )
+    for col in schema.columns:
+        labels = col.labels()
+        if len(set(labels)) != len(labels):
+            dupes = sorted({x for x in labels if labels.count(x) > 1})
+            raise InputError(f"Column {col.name!r}: cell labels {', '.join(map(repr, dupes[:3]))} would appear more"
+                             " than once in the released tables; use fewer bins or distinct categories.")
+    if plan.representation == "sparse":
+        from dpsynth.engines import check_indexable
+        from dpsynth.sparse import check_feasible
+
+        assert plan.mechanism is not None
+        check_feasible(check_indexable(schema), plan.mechanism, r.threshold, r.sparse_method)

@@ -1,0 +1,244 @@
+"""What a release measured, one typed result per method, behind one interface.
+
+=======================  ==========================================  ==========================
+result                   released tables                             rows sampled by
+=======================  ==========================================  ==========================
+:class:`NoisyHistogram`  ``histogram.csv``: every cell, noisy count  :class:`RowSampler` (dense)
+:class:`SparseHistogram` ``histogram.csv``: the listed cells (≥ τ)   :class:`RowSampler` (listed)
+:class:`MarginalResult`  ``marginals.csv`` and ``model.json``        :class:`ModelSampler`
+=======================  ==========================================  ==========================
+
+Each result is released output of a DP mechanism; everything here is post-processing of it.
+Each gives: its noisy total (the default synthetic row count), a sampler of synthetic rows for
+(rows, post-processing seed), its released tables as files, and :func:`result_from_files` loads
+it back from those files and the card, so a release re-creates its synthetic file byte for byte.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpsynth.binning import decode_with
+from dpsynth.errors import InputError
+from dpsynth.histogram import histogram_frame
+from dpsynth.io import escape_cell, to_safe_csv
+from dpsynth.randomness import CHUNK_KEY, MODEL_KEY, fast_rng
+from dpsynth.schema import Schema
+from dpsynth.synthesis import CHUNK_ROWS, RowSampler, check_rows
+
+
+@dataclass(frozen=True)
+class ModelSampler:
+    """The rows of a fitted marginal model, in chunks: chunk i is sampled ancestrally from stream (2, i)
+    and its values drawn from stream (1, i) under the seed — any chunk on any thread, bytes independent
+    of the number of threads (the law is the model's, i.i.d. rows)."""
+
+    model: Any
+    rows: int
+    seed: int
+    chunk_rows: int = CHUNK_ROWS
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.rows // self.chunk_rows)
+
+    def chunk_sizes(self) -> list[int]:
+        return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
+
+    def chunk_cells(self, index: int) -> tuple[np.ndarray, np.random.Generator]:
+        """Codes (rows × columns) of chunk ``index`` and that chunk's generator for decoding values."""
+        size = self.chunk_sizes()[index]
+        codes = self.model.sample(size, rng=fast_rng(self.seed, MODEL_KEY, index))
+        return np.asarray(codes, dtype=np.int64), fast_rng(self.seed, CHUNK_KEY, index)
+
+
+def sampler_frame(sampler: RowSampler | ModelSampler, schema: Schema) -> pd.DataFrame:
+    """All rows of a sampler as a DataFrame (the values the writer writes)."""
+    from dpsynth.binning import unravel
+
+    frames = []
+    for i in range(sampler.n_chunks):
+        cells, g = sampler.chunk_cells(i)
+        codes = cells if cells.ndim == 2 else np.stack(unravel(cells, schema.sizes), axis=1)
+        frames.append(decode_with(codes, schema, g))
+    if not frames:
+        return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(sampler.seed, CHUNK_KEY, 0))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+@dataclass(frozen=True)
+class NoisyHistogram:
+    """The full noisy histogram: one exact-noise count per cell of the domain (dense, int64).
+
+    ``threshold`` τ > 1 sets counts below τ to 0 before sampling (post-processing)."""
+
+    schema: Schema
+    counts: np.ndarray
+    threshold: int = 1
+    method = "histogram"
+
+    @property
+    def noisy_total(self) -> int:
+        """Sum of the unclamped noisy counts (unbiased for n), at least 0."""
+        return max(0, int(round(float(np.sum(self.counts)))))
+
+    def sampler(self, rows: int, seed: int) -> RowSampler:
+        check_rows(int(rows))
+        kept = self.counts if self.threshold == 1 else np.where(self.counts >= self.threshold, self.counts, 0)
+        return RowSampler.dense(kept, rows, seed=seed)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"histogram.csv": histogram_frame(self.counts, self.schema)}
+
+    def files(self) -> dict[str, bytes]:
+        return {"histogram.csv": to_safe_csv(self.tables()["histogram.csv"])}
+
+    def card_entry(self) -> dict[str, Any]:
+        return {"representation": "every cell of the domain with its noisy count", "threshold": self.threshold}
+
+
+@dataclass(frozen=True)
+class SparseHistogram:
+    """A huge domain's noisy histogram: the cells whose released count is ≥ τ, all others 0 (:mod:`dpsynth.sparse`)."""
+
+    schema: Schema
+    hist: Any  # dpsynth.sparse.SparseNoisyHistogram
+    method = "histogram"
+
+    @property
+    def noisy_total(self) -> int:
+        # the unclamped total's noise grows like √cells; the listed counts' sum is the usable size
+        return int(np.sum(self.hist.values))
+
+    def sampler(self, rows: int, seed: int) -> RowSampler:
+        return RowSampler.from_weights(self.hist.cells, self.hist.values, self.hist.n_cells, rows, seed=seed)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        from dpsynth.sparse import sparse_histogram_frame
+
+        return {"histogram.csv": sparse_histogram_frame(self.hist, self.schema)}
+
+    def files(self) -> dict[str, bytes]:
+        return {"histogram.csv": to_safe_csv(self.tables()["histogram.csv"])}
+
+    def card_entry(self) -> dict[str, Any]:
+        return {**self.hist.describe(), "noisy_total": int(self.hist.total), "sparse_method": self.hist.method}
+
+
+@dataclass(frozen=True)
+class MarginalResult:
+    """A junction-tree model fitted to noisy marginals (:mod:`dpsynth.marginals`)."""
+
+    schema: Schema
+    model: Any  # dpsynth.marginals.MarginalModel
+    method = "marginals"
+
+    @property
+    def noisy_total(self) -> int:
+        return max(0, int(round(self.model.noisy_total)))
+
+    def sampler(self, rows: int, seed: int) -> ModelSampler:
+        check_rows(int(rows))
+        return ModelSampler(self.model, int(rows), seed)
+
+    def marginal_frames(self) -> list[pd.DataFrame]:
+        frames = []
+        for cols, counts in self.model.measurements:
+            sub = self.schema.select([self.schema.columns[j].name for j in cols])
+            frames.append(histogram_frame(np.asarray(counts).ravel(), sub))
+        return frames
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        frames = []
+        for i, frame in enumerate(self.marginal_frames()):
+            f = frame.copy()
+            f.insert(0, "marginal", i + 1)
+            frames.append(f)
+        return {"marginals.csv": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()}
+
+    def files(self) -> dict[str, bytes]:
+        table = self.tables()["marginals.csv"]
+        return {"marginals.csv": to_safe_csv(table) if len(table.columns) else b"",
+                "model.json": json.dumps(self.model.to_dict(), ensure_ascii=False).encode("utf-8")}
+
+    def card_entry(self) -> dict[str, Any]:
+        return {"representation": "noisy marginals and the model fitted to them"}
+
+
+Result = NoisyHistogram | SparseHistogram | MarginalResult
+
+
+def result_from_files(files: dict[str, bytes], schema: Schema, card: dict[str, Any]) -> Result:
+    """Load a release's measured result back from its files (the inverse of ``result.files()``)."""
+    method = card.get("method", {}).get("name")
+    if method == "marginals" or ("model.json" in files and "histogram.csv" not in files):
+        from dpsynth.marginals import MarginalModel
+
+        if "model.json" not in files:
+            raise InputError("The release has no model.json to sample from.")
+        try:
+            model = MarginalModel.from_dict(json.loads(files["model.json"].decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"model.json is not valid JSON: {exc}.") from None
+        if tuple(model.sizes) != schema.sizes:
+            raise InputError("The model does not match the schema (different columns or cells).")
+        return MarginalResult(schema, model)
+    if "histogram.csv" not in files:
+        raise InputError("The release has neither histogram.csv nor model.json.")
+    frame = pd.read_csv(io.BytesIO(files["histogram.csv"]), dtype=str, keep_default_na=False)
+    frame.columns = [_unescape(str(c)) for c in frame.columns]
+    tables = card.get("released_tables", {})
+    sparse = tables if "listed_cells" in tables else None
+    if sparse is None and len(frame) != schema.n_cells:
+        sparse = {}  # a listing of some cells only (a sparse release's file): the others are 0
+    if sparse is not None:
+        from dpsynth.sparse import SparseNoisyHistogram
+
+        cells, values = _listed_cells(frame, schema)
+        order = np.argsort(cells, kind="stable")
+        hist = SparseNoisyHistogram(n_cells=schema.n_cells, cells=cells[order], values=values[order].astype(np.int64),
+                                    total=int(sparse.get("noisy_total", int(np.sum(values)))),
+                                    threshold=int(sparse.get("threshold", 1)), method=sparse.get("sparse_method", "skip"))
+        return SparseHistogram(schema, hist)
+    from dpsynth.histogram import counts_from_frame
+
+    counts = counts_from_frame(_unescape_frame(frame, schema), schema)
+    threshold = int(card.get("released_tables", {}).get("threshold", 1))
+    return NoisyHistogram(schema, np.rint(counts).astype(np.int64), threshold=threshold)
+
+
+def _unescape(text: str) -> str:
+    return text[1:] if text.startswith("'") and escape_cell(text[1:]) == text else text
+
+
+def _unescape_frame(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Labels as the schema has them: the CSV writer prefixed formula-like labels with ``'``."""
+    out = frame.copy()
+    for col in schema.columns:
+        if col.name in out.columns:
+            out[col.name] = out[col.name].map(_unescape)
+    return out
+
+
+def _listed_cells(frame: pd.DataFrame, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    frame = _unescape_frame(frame, schema)
+    missing = [c for c in [*schema.names, "count"] if c not in frame.columns]
+    if missing:
+        raise InputError(f"The histogram file lacks column(s) {', '.join(map(repr, missing))}.")
+    codes = np.empty((len(frame), len(schema.columns)), dtype=np.int64)
+    for j, col in enumerate(schema.columns):
+        c = pd.Index(col.labels(), dtype=object).get_indexer(frame[col.name].to_numpy(dtype=object))
+        if (c < 0).any():
+            raise InputError(f"The histogram's column {col.name!r} has a label the schema does not have.")
+        codes[:, j] = c
+    cells = np.ravel_multi_index(tuple(codes.T), schema.sizes).astype(np.int64) if len(frame) else np.zeros(0, np.int64)
+    values = pd.to_numeric(frame["count"], errors="coerce").to_numpy(dtype=np.float64)
+    if np.isnan(values).any():
+        raise InputError("The histogram's 'count' column has values that are not numbers.")
+    return cells, values
