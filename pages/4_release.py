@@ -6,8 +6,8 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
 from dpsynth.errors import DPSynthError, InputError
-from dpsynth.mechanisms import calibrate
-from dpsynth.release import card_summary_line, choose_method, release, release_from_source
+from dpsynth.plan import ReleaseRequest, make_plan
+from dpsynth.release import card_summary_line, release, release_from_source
 from dpsynth.ui_state import AppState, get_state
 
 
@@ -48,7 +48,7 @@ def release_server_file(state: AppState, schema, bar):  # noqa: ANN001, ANN201 -
         state.source_path, schema, engine="duckdb", epsilon=state.epsilon, delta=state.spend_delta(),
         neighbours=state.neighbours, mechanism=state.mechanism, seed=state.demo_seed, ledger=state.ledger(),
         dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
-        expected_rows=state.expected_rows, method="marginals" if state.method == "marginals" else "histogram",
+        expected_rows=state.expected_rows, method=state.method,
         progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
     )
 
@@ -61,10 +61,11 @@ def summary(state: AppState) -> bool:
         st.page_link("pages/2_schema.py", label="Go to Schema", icon=":material/table_chart:")
         return False
     delta = state.spend_delta()
-    mech = calibrate(state.epsilon, delta, state.neighbours, state.max_contributions, kind=state.mechanism)
-    method, why = choose_method(schema, mech, state.method, state.expected_rows)
-    if state.source_path is not None:
-        method, why = ("marginals", why) if state.method == "marginals" else ("histogram", "a server file, counted by DuckDB")
+    # the page shows the plan the release will run (the same object, from public inputs only)
+    plan = make_plan(ReleaseRequest(schema=schema, epsilon=state.epsilon, delta=delta, neighbours=state.neighbours,
+                                    mechanism=state.mechanism, method=state.method, expected_rows=state.expected_rows,
+                                    id_column=state.id_column, max_contributions=state.max_contributions))
+    method, why = plan.method, plan.why
     st.markdown(
         f"- **Data**: {state.data_label}\n"
         f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"

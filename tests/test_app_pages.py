@@ -418,7 +418,7 @@ def test_large_server_file_is_released_on_duckdb(ledger_path: Path, tmp_path: Pa
     at.button(key="release_button_0").click().run()
     no_exception(at)
     rel = state_of(at).release
-    assert rel is not None and rel.card["engine"] == "duckdb"
+    assert rel is not None and "engine" not in rel.card
     assert rel.report.rows_in == 12_000  # every row of the file was counted, not the preview
     [spend] = Ledger(ledger_path, create=False).spends(file_fingerprint(big))
     assert spend.epsilon == state_of(at).epsilon
