@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_scale import bench_schema  # noqa: E402
 
-from dpsynth.writer import write_synthetic_csv  # noqa: E402
 from dpsynth.schema import NumericColumn, Schema  # noqa: E402
 from dpsynth.synthesis import RowSampler  # noqa: E402
+from dpsynth.writer import write_synthetic_csv  # noqa: E402
 
 DECIMALS = {"income": 2, "score": 4}
 

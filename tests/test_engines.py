@@ -279,8 +279,8 @@ def test_fast_writer_matches_decode_and_safe_csv(tmp_path) -> None:
 
     from dpsynth import noise
     from dpsynth.binning import decode
-    from dpsynth.writer import write_synthetic_csv
     from dpsynth.io import to_safe_csv
+    from dpsynth.writer import write_synthetic_csv
 
     schema = Schema((
         NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True, missing=True),

@@ -11,13 +11,13 @@ import pytest
 from scipy import stats
 
 from dpsynth import noise
-from dpsynth.binning import encode
 from dpsynth import writer as output
-from dpsynth.writer import write_synthetic_csv
+from dpsynth.binning import encode
 from dpsynth.errors import InputError
-from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 from dpsynth.randomness import fast_rng, post_processing_seed
+from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 from dpsynth.synthesis import RowSampler, sample_cells, synthesize
+from dpsynth.writer import write_synthetic_csv
 
 SCHEMA = Schema((
     NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True, missing=True),

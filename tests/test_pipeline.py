@@ -110,7 +110,7 @@ def test_a_release_loads_back_and_resamples_its_own_bytes(stored: dict[str, Path
         rel = Release.load(z)
         assert rel.synthetic_bytes() == syn and rel.zip() == z
         out = tmp_path / f"again-{method}.csv"
-        assert main(["resample", str(tmp_path / f"r-pandas-csv.zip"), "--rows", str(rel.rows), "--out", str(out),
+        assert main(["resample", str(tmp_path / "r-pandas-csv.zip"), "--rows", str(rel.rows), "--out", str(out),
                      "--seed", "1"]) == 0
         assert len(pd.read_csv(out)) == rel.rows
 
