@@ -101,3 +101,18 @@ def _check_k(k: int) -> int:
     if int(k) != k or k < 1:
         raise InputError(f"The number of rows per person must be a whole number ≥ 1, got {k!r}.")
     return int(k)
+
+
+def subset_counts_l1_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1, n_queries: int = 1) -> int:
+    """L1 sensitivity of ``n_queries`` counting queries, each counting the records in a subset: k·n_queries.
+
+    Under either relation one unit changes any single count by at most its k rows (added, removed,
+    or replaced by rows that may fall in or out of the subset), and it may be in every subset; so
+    the vector of counts moves by at most k·n_queries in L1 (the reconstruction demonstration,
+    Algorithmic Foundations slides, "Reconstruction attacks"; basic composition gives the same total).
+    """
+    Neighbours.parse(neighbours)
+    k = _check_k(max_contributions)
+    if isinstance(n_queries, bool) or int(n_queries) != n_queries or n_queries < 1:
+        raise InputError(f"The number of queries must be a whole number ≥ 1, got {n_queries!r}.")
+    return k * int(n_queries)
