@@ -156,6 +156,8 @@ def dp_linear_regression(
     if not isinstance(df, pd.DataFrame) or len(df.columns) == 0:
         raise InputError("The table has no columns.")
     names = [c.name for c in plan.columns]
+    if id_column is not None and id_column in names:
+        raise InputError(f"The ID column {id_column!r} cannot also be the target or a feature.")
     absent = [c for c in names + ([id_column] if id_column else []) if c not in df.columns]
     if absent:
         raise InputError(f"The data has no column(s) {', '.join(map(repr, absent))}.")

@@ -201,6 +201,7 @@ def test_the_spend_is_recorded_before_the_moments_are_computed(tmp_path: Path, m
     ({"level": 1.5}, "interval level"),
     ({"max_contributions": 2}, "ID column"),
     ({"epsilon": 1e-9}, "too small"),
+    ({"id_column": "x1"}, "cannot also be"),
 ])
 def test_refusals_spend_nothing(tmp_path: Path, kwargs: dict, message: str) -> None:
     led = Ledger(tmp_path / "l.sqlite")
