@@ -246,11 +246,16 @@ def reconstruction_figure(sweep: Any, chosen: Any = None) -> go.Figure:
             hovertemplate=(f"discrete Laplace, standard deviation {sweep.dp.noise_std:,.3g}"
                            " (plotted at the E of bounded noise with the same spread, %{x:,.3g}): %{y:.1%}<extra></extra>"),
         )
-    fig.add_vline(x=sweep.sqrt_n, line_dash="dash", line_color="#636363", annotation_text=f"√n = {sweep.sqrt_n:.3g}")
+    # on a log axis an annotation's x is log10 of the value (shapes take the value itself)
+    xs = sizes + ([sweep.dp.size] if sweep.dp is not None else []) + [sweep.sqrt_n]
+    fig.add_vline(x=sweep.sqrt_n, line_dash="dash", line_color="#636363")
+    fig.add_annotation(x=np.log10(sweep.sqrt_n), y=1.02, yref="y", text=f"√n = {sweep.sqrt_n:.3g}", showarrow=False,
+                       xanchor="left")
     fig.add_hline(y=0.5, line_dash="dot", line_color="#969696", annotation_text="guessing (50%)",
-                  annotation_position="bottom right")
+                  annotation_position="bottom left")
     fig.update_layout(title=f"Reconstruction from {sweep.m:,} noisy subset counts about {sweep.n:,} people",
                       xaxis_title="noise size E (each answer off by at most E)", xaxis_type="log",
+                      xaxis_range=[np.log10(min(xs)) - 0.2, np.log10(max(xs)) + 0.2],
                       yaxis_title="share of secrets recovered", yaxis_tickformat=".0%", yaxis_range=[0.4, 1.03],
                       height=420, legend={"orientation": "h", "y": -0.25})
     return fig
