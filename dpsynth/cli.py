@@ -79,7 +79,55 @@ def _parser() -> argparse.ArgumentParser:
     pv.add_argument("--delta", type=float, default=0.0)
     pv.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
     pv.add_argument("--expected-rows", type=int, default=None)
+
+    rg = sub.add_parser("regress", help="DP linear regression by noisy sufficient statistics (spends its own ε)")
+    rg.add_argument("input", help="CSV, Parquet or Excel file")
+    rg.add_argument("--schema", required=True, help="schema JSON: the public bounds of --y and every --x")
+    rg.add_argument("--y", required=True, help="target column")
+    rg.add_argument("--x", required=True, help="feature columns, comma-separated")
+    rg.add_argument("--epsilon", type=float, required=True)
+    rg.add_argument("--delta", type=float, default=0.0, help="> 0: discrete Gaussian noise")
+    rg.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
+    rg.add_argument("--nan-policy", default="error", choices=["error", "drop"], help="rows with a missing value")
+    rg.add_argument("--level", type=float, default=0.95, help="level of the intervals")
+    rg.add_argument("--ledger", default=None, help=f"ledger file (default {default_ledger_path()})")
+    rg.add_argument("--budget", type=float, default=None, help="total ε for a dataset new to the ledger")
+    rg.add_argument("--budget-delta", type=float, default=None, help="total δ for a dataset new to the ledger")
+    rg.add_argument("--seed", type=int, default=None, help="reproducible noise: tests and demos only")
+    rg.add_argument("--json", action="store_true", help="print coefficients and intervals as JSON")
+    rg.add_argument("--card-out", default=None, help="regression card JSON")
     return p
+
+
+def _regress(a: argparse.Namespace) -> int:
+    from dpsynth.artifacts import card_json
+    from dpsynth.datasets import file_fingerprint
+    from dpsynth.io import read_table
+    from dpsynth.regression import dp_linear_regression
+    from dpsynth.schema import load_schema
+
+    schema = load_schema(a.schema)
+    df = read_table(a.input)
+    ledger, budget = _ledger_and_budget(a)
+    res = dp_linear_regression(
+        df, schema, y=a.y, x=[c for c in a.x.split(",") if c.strip()], epsilon=a.epsilon, delta=a.delta,
+        neighbours=a.neighbours, nan_policy=a.nan_policy, level=a.level, seed=a.seed, ledger=ledger, budget=budget,
+        dataset_id=file_fingerprint(a.input), dataset_label=Path(a.input).name,
+    )
+    if a.card_out:
+        Path(a.card_out).write_text(card_json(res.card), encoding="utf-8")
+    for msg in res.notes:
+        print(f"note (for you only, not released): {msg}", file=sys.stderr)
+    for w in res.card["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    if a.json:
+        print(json.dumps(res.to_dict()))
+        return 0
+    print(f"{res.card['query']['model']}, ε = {a.epsilon:g}" + (f", δ = {a.delta:g}" if a.delta else "") +
+          f" ({a.neighbours}); {res.level:.0%} intervals:")
+    for t, c, lo, hi in zip(res.terms, res.coefficients, res.low, res.high, strict=True):
+        print(f"  {t:>20}  {c: .6g}  [{lo:.6g}, {hi:.6g}]")
+    return 0
 
 
 def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | None]:
@@ -214,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = _parser()
     a = parser.parse_args(argv)
-    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview}
+    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview,
+                "regress": _regress}
     try:
         return handlers[a.command](a)
     except DPSynthError as exc:

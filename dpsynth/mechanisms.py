@@ -339,3 +339,23 @@ def cell_error_bound(mechanism: Mechanism, n_cells: int, beta: float) -> float:
     while a > 0 and n_cells * mechanism.tail(a) <= beta:
         a -= 1
     return float(a)
+
+
+def gaussian_sigma2_for(l2_sensitivity_squared: int, epsilon: float, delta: float) -> Fraction:
+    """σ² of discrete Gaussian noise making an integer query of squared L2 sensitivity Δ₂² (ε, δ)-DP.
+
+    Through zCDP, for any integer vector query (no assumption on the shape of the worst shift):
+    noise N_Z(0, σ²) per entry is ρ-zCDP with ρ = Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Thm 4),
+    and ρ-zCDP implies (ε, δ)-DP (CKS20, Corollary 13; :func:`dpsynth.zcdp.rho_from_epsilon`). σ² is
+    rounded up to a whole number (more noise, never less; it is large here). Looser than :class:`DiscreteGaussian`'s exact
+    profile, which holds for histograms only.
+    """
+    from dpsynth.zcdp import rho_from_epsilon
+
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    if dlt <= 0:
+        raise InputError("The Gaussian mechanism needs δ > 0; use the Laplace mechanism for δ = 0.")
+    if int(l2_sensitivity_squared) != l2_sensitivity_squared or l2_sensitivity_squared < 1:
+        raise InputError(f"The squared L2 sensitivity must be a whole number ≥ 1, got {l2_sensitivity_squared!r}.")
+    rho = Fraction(rho_from_epsilon(eps, dlt))  # rounded down by the bisection: σ² errs upward
+    return Fraction(math.ceil(Fraction(int(l2_sensitivity_squared)) / (2 * rho)))

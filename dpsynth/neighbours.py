@@ -101,3 +101,54 @@ def _check_k(k: int) -> int:
     if int(k) != k or k < 1:
         raise InputError(f"The number of rows per person must be a whole number ≥ 1, got {k!r}.")
     return int(k)
+
+
+def subset_counts_l1_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1, n_queries: int = 1) -> int:
+    """L1 sensitivity of ``n_queries`` counting queries, each counting the records in a subset: k·n_queries.
+
+    Under either relation one unit changes any single count by at most its k rows (added, removed,
+    or replaced by rows that may fall in or out of the subset), and it may be in every subset; so
+    the vector of counts moves by at most k·n_queries in L1 (the reconstruction demonstration,
+    Algorithmic Foundations slides, "Reconstruction attacks"; basic composition gives the same total).
+    """
+    Neighbours.parse(neighbours)
+    k = _check_k(max_contributions)
+    if isinstance(n_queries, bool) or int(n_queries) != n_queries or n_queries < 1:
+        raise InputError(f"The number of queries must be a whole number ≥ 1, got {n_queries!r}.")
+    return k * int(n_queries)
+
+
+def moment_matrix_sensitivity(
+    neighbours: Neighbours | str, n_columns: int, entry_bound: int, max_contributions: int = 1, *,
+    rows_may_drop: bool = False,
+) -> tuple[int, int]:
+    """(L1, squared L2) sensitivity of the upper triangle of Σ_rows a·aᵀ, in exact integers.
+
+    Each row gives a = (a₀, a₁ … a_c) with a₀ fixed (an intercept) and every product bounded,
+    |a_i·a_j| ≤ B = ``entry_bound`` (for regression on a fixed-point grid: a₀ = G, |a_j| ≤ G, B = G²;
+    Kifer's notes on differential privacy, "Linear Regression", bound XᵀX and Xᵀy the same way).
+    With D = c + 1 entries on the diagonal and D(D−1)/2 above it, per row of the unit:
+
+    - add-remove: every entry moves by at most B: L1 = B·D(D+1)/2, L2² = B²·D(D+1)/2;
+    - replace-one: a₀² = B is unchanged (n is fixed); a diagonal a_j² ∈ [0, B] moves by at most B;
+      an off-diagonal product ∈ [−B, B] by at most 2B: L1 = B·(c + D(D−1)) and
+      L2² = B²·(c + 2·D(D−1)). If rows may be dropped (a missing value), a replacement can act as
+      a removal and the count entry then moves by B: one more B in L1 and B² in L2².
+
+    A unit of k rows moves the sum by at most k times one row's change (triangle inequality):
+    L1 × k, L2² × k².
+    """
+    k = _check_k(max_contributions)
+    rel = Neighbours.parse(neighbours)
+    if isinstance(n_columns, bool) or int(n_columns) != n_columns or n_columns < 1:
+        raise InputError(f"The number of columns must be a whole number ≥ 1, got {n_columns!r}.")
+    if isinstance(entry_bound, bool) or int(entry_bound) != entry_bound or entry_bound < 1:
+        raise InputError(f"The bound on each product must be a whole number ≥ 1, got {entry_bound!r}.")
+    c, b = int(n_columns), int(entry_bound)
+    d = c + 1
+    if rel is Neighbours.ADD_REMOVE:
+        l1, l2sq = b * d * (d + 1) // 2, b * b * d * (d + 1) // 2
+    else:
+        count = 1 if rows_may_drop else 0
+        l1, l2sq = b * (c + d * (d - 1) + count), b * b * (c + 2 * d * (d - 1) + count)
+    return k * l1, k * k * l2sq

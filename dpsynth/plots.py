@@ -220,3 +220,42 @@ def budget_figure(spends: pd.DataFrame, total: float) -> go.Figure:
                       yaxis_title="ε spent so far", yaxis_range=[0, max(total, float(cum[-1])) * 1.15],
                       xaxis_dtick=1, height=320, margin={"t": 50})
     return fig
+
+
+# ---------------------------------------------------------------- reconstruction attack (learning page)
+def reconstruction_figure(sweep: Any, chosen: Any = None) -> go.Figure:
+    """Share of secrets recovered against the noise bound E (log axis), √n marked, DP noise at ε as a star.
+
+    ``sweep`` is a :class:`dpsynth.reconstruction.Sweep`; ``chosen`` an optional highlighted
+    :class:`dpsynth.reconstruction.Point` (the noise size the reader picked).
+    """
+    pts = sorted(sweep.points, key=lambda p: p.size)
+    sizes = [max(p.size, 1e-3) for p in pts]
+    fig = go.Figure(go.Scatter(
+        x=sizes, y=[p.recovered for p in pts], mode="lines+markers", name="bounded noise in [−E, E]",
+        line_color="#3182bd", hovertemplate="E = %{x:.3g}: %{y:.1%} of secrets recovered<extra></extra>",
+    ))
+    if chosen is not None:
+        fig.add_scatter(x=[max(chosen.size, 1e-3)], y=[chosen.recovered], mode="markers", name=f"your E = {chosen.size:g}",
+                        marker={"size": 13, "color": "#3182bd", "line": {"width": 2, "color": "black"}},
+                        hovertemplate="E = %{x:.3g}: %{y:.1%}<extra></extra>")
+    if sweep.dp is not None:
+        fig.add_scatter(
+            x=[sweep.dp.size], y=[sweep.dp.recovered], mode="markers", name=f"DP noise at ε = {sweep.epsilon:g}",
+            marker={"symbol": "star", "size": 18, "color": "#e6550d"},
+            hovertemplate=(f"discrete Laplace, standard deviation {sweep.dp.noise_std:,.3g}"
+                           " (plotted at the E of bounded noise with the same spread, %{x:,.3g}): %{y:.1%}<extra></extra>"),
+        )
+    # on a log axis an annotation's x is log10 of the value (shapes take the value itself)
+    xs = sizes + ([sweep.dp.size] if sweep.dp is not None else []) + [sweep.sqrt_n]
+    fig.add_vline(x=sweep.sqrt_n, line_dash="dash", line_color="#636363")
+    fig.add_annotation(x=np.log10(sweep.sqrt_n), y=1.02, yref="y", text=f"√n = {sweep.sqrt_n:.3g}", showarrow=False,
+                       xanchor="left")
+    fig.add_hline(y=0.5, line_dash="dot", line_color="#969696", annotation_text="guessing (50%)",
+                  annotation_position="bottom left")
+    fig.update_layout(title=f"Reconstruction from {sweep.m:,} noisy subset counts about {sweep.n:,} people",
+                      xaxis_title="noise size E (each answer off by at most E)", xaxis_type="log",
+                      xaxis_range=[np.log10(min(xs)) - 0.2, np.log10(max(xs)) + 0.2],
+                      yaxis_title="share of secrets recovered", yaxis_tickformat=".0%", yaxis_range=[0.4, 1.03],
+                      height=420, legend={"orientation": "h", "y": -0.25})
+    return fig
