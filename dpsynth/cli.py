@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _regress(a: argparse.Namespace) -> int:
     from dpsynth.artifacts import card_json
-    from dpsynth.datasets import file_fingerprint
     from dpsynth.io import read_table
+    from dpsynth.pipeline import dataset_identity
     from dpsynth.regression import dp_linear_regression
     from dpsynth.schema import load_schema
 
@@ -112,7 +112,7 @@ def _regress(a: argparse.Namespace) -> int:
     res = dp_linear_regression(
         df, schema, y=a.y, x=[c for c in a.x.split(",") if c.strip()], epsilon=a.epsilon, delta=a.delta,
         neighbours=a.neighbours, nan_policy=a.nan_policy, level=a.level, seed=a.seed, ledger=ledger, budget=budget,
-        dataset_id=file_fingerprint(a.input), dataset_label=Path(a.input).name,
+        dataset_id=dataset_identity(a.input), dataset_label=Path(a.input).stem,
     )
     if a.card_out:
         Path(a.card_out).write_text(card_json(res.card), encoding="utf-8")

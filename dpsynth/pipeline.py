@@ -198,7 +198,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         df = _frame(source, options)
         if len(df.columns) == 0:
             raise InputError("The table has no columns.")
-        data = _bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
+        data = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
         say(0.3, "Mapping values to cells")
         enc = encode(data, schema)
         if plan.method == "marginals":
@@ -228,7 +228,7 @@ def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
     raise InputError(f"The in-memory engine releases a DataFrame or a file, not a {type(source).__name__}.")
 
 
-def _bound_contributions(df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator) -> pd.DataFrame:
+def bound_contributions(df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator) -> pd.DataFrame:
     """Keep at most k uniformly chosen rows per ID (a stable transformation), so sensitivity scales with k."""
     if id_column is None:
         return df

@@ -162,17 +162,17 @@ def dp_linear_regression(
     if absent:
         raise InputError(f"The data has no column(s) {', '.join(map(repr, absent))}.")
 
-    from dpsynth.release import _bound_contributions
+    from dpsynth.pipeline import bound_contributions
+    from dpsynth.plan import ReleaseRequest
 
-    data, unit = _bound_contributions(df[names + ([id_column] if id_column else [])], id_column, max_contributions,
-                                      rng=rng)
+    data = bound_contributions(df[names + ([id_column] if id_column else [])], id_column, max_contributions, rng=rng)
+    unit = ReleaseRequest(schema=schema, epsilon=eps, id_column=id_column, max_contributions=max_contributions).unit
     grid, notes = _to_grid(data[names], plan.columns, nan_policy)  # refuses bad values before the charge
 
     if ledger is not None:
-        from dpsynth.datasets import dataset_fingerprint
-        from dpsynth.release import DEFAULT_TOTAL_BUDGET
+        from dpsynth.pipeline import DEFAULT_TOTAL_BUDGET, dataset_identity
 
-        ds = dataset_id or dataset_fingerprint(df)
+        ds = dataset_id or dataset_identity(df)
         ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
         ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"regression: {_mechanism_name(plan)}", purpose=purpose)
 
