@@ -203,7 +203,8 @@ def card_markdown(card: dict[str, Any]) -> str:
     lines.append(f"- **Private schema estimates**: {loss.get('schema_estimates', 'none')}")
     lines += ["", "## Stages", "", "| stage | mechanism | guarantee |", "|---|---|---|"]
     for s in p.get("stages", []):
-        lines.append(f"| {s.get('stage', '')} | {s.get('mechanism', '')} | {s.get('guarantee', _budget_text(s))} |")
+        mech = s.get("mechanism") or s.get("detail", "")
+        lines.append(f"| {s.get('stage', '')} | {mech} | {s.get('guarantee', _budget_text(s))} |")
     lines.append("")
     if card["warnings"]:
         lines += ["## Warnings", ""] + [f"- ⚠️ {w}" for w in card["warnings"]] + [""]

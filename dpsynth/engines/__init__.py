@@ -31,10 +31,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpsynth.binning import ColumnReport, EncodingReport
+from dpsynth.binning import EncodingReport
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.schema import NumericColumn, Schema
+from dpsynth.schema import Schema
 
 Progress = Callable[[float, str], None]
 ENGINES: tuple[str, ...] = ("pandas", "duckdb", "spark")
@@ -231,46 +231,6 @@ def strides(schema: Schema) -> list[int]:
         out.append(acc)
         acc *= s
     return out[::-1]
-
-
-# ---- status codes shared by the SQL engines: one 3-bit code per column and row ----------------
-OK, LOW, HIGH, MISSING, EMPTY_ERROR, BAD, INF, UNKNOWN_ERROR = range(8)
-UNKNOWN_MISSING, UNKNOWN_DROP = LOW, HIGH  # categorical columns reuse the clamping codes
-STATUS_BITS = 3
-COLUMNS_PER_FLAG = 20  # 20 × 3 bits fit a signed 64-bit integer
-
-
-def report_from_statuses(schema: Schema, flag_values: list[np.ndarray], counts: np.ndarray) -> tuple[EncodingReport, np.ndarray]:
-    """Per-column report from packed status flags of each group; also the mask of dropped groups."""
-    report = EncodingReport(rows_in=int(counts.sum()))
-    dropped = np.zeros(len(counts), dtype=bool)
-    for j, col in enumerate(schema.columns):
-        flags = flag_values[j // COLUMNS_PER_FLAG]
-        status = (flags >> (STATUS_BITS * (j % COLUMNS_PER_FLAG))) & 7
-        rep = ColumnReport(col.name)
-        tally = np.bincount(status, weights=counts, minlength=8).astype(np.int64)
-        rep.missing = int(tally[MISSING])
-        if isinstance(col, NumericColumn):
-            rep.clamped_low, rep.clamped_high = int(tally[LOW]), int(tally[HIGH])
-        else:
-            rep.unknown_to_missing, rep.unknown_dropped = int(tally[UNKNOWN_MISSING]), int(tally[UNKNOWN_DROP])
-            dropped |= status == UNKNOWN_DROP
-        report.columns.append(rep)
-    report.rows_dropped = int(counts[dropped].sum())
-    return report, dropped
-
-
-def column_errors(schema: Schema, flag_values: list[np.ndarray], counts: np.ndarray) -> dict[int, dict[int, int]]:
-    """For each column with rows in an error status: {status: number of rows}."""
-    out: dict[int, dict[int, int]] = {}
-    for j, _ in enumerate(schema.columns):
-        flags = flag_values[j // COLUMNS_PER_FLAG]
-        status = (flags >> (STATUS_BITS * (j % COLUMNS_PER_FLAG))) & 7
-        tally = np.bincount(status, weights=counts, minlength=8).astype(np.int64)
-        errs = {s: int(tally[s]) for s in (EMPTY_ERROR, BAD, INF, UNKNOWN_ERROR) if tally[s]}
-        if errs:
-            out[j] = errs
-    return out
 
 
 __all__ = ["ENGINES", "CellCounts", "Engine", "get_engine", "default_engine", "check_indexable", "strides"]

@@ -20,10 +20,9 @@ from dpsynth.engines import (
     Progress,
     address_space_limit,
     check_indexable,
-    column_errors,
-    report_from_statuses,
 )
 from dpsynth.engines import sql as S
+from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
 from dpsynth.schema import Schema

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpsynth.engines import CellCounts, Engine, Progress, check_indexable, column_errors, report_from_statuses
+from dpsynth.engines import CellCounts, Engine, Progress, check_indexable
 from dpsynth.engines import sql as S
+from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
 from dpsynth.schema import Schema
