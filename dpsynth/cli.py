@@ -101,7 +101,7 @@ def _release(a: argparse.Namespace) -> int:
         return _release_on_engine(a, engine)
     if a.threshold != 1:
         raise InputError("--threshold needs --engine duckdb or spark.")
-    from dpsynth.datasets import file_fingerprint
+    from dpsynth.identity import table_identity
     from dpsynth.io import read_table, to_safe_csv
     from dpsynth.release import card_summary_line, release
     from dpsynth.schema import load_schema
@@ -113,7 +113,7 @@ def _release(a: argparse.Namespace) -> int:
         df, schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
         method=a.method, rows=a.rows, seed=a.seed, ledger=ledger, budget=budget, id_column=a.id_column,
         max_contributions=a.max_rows_per_person, expected_rows=a.expected_rows,
-        dataset_label=a.label or Path(a.input).name, dataset_id=file_fingerprint(a.input),
+        dataset_label=a.label or Path(a.input).name, dataset_id=table_identity(df),
         progress=_progress_bar(a),
     )
     Path(a.out).write_bytes(to_safe_csv(rel.synthetic))
@@ -151,12 +151,12 @@ def _release_on_engine(a: argparse.Namespace, engine: str) -> int:
     """``release`` counted on DuckDB/Spark straight from the file; rows streamed to --out."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from dpsynth.datasets import file_fingerprint
+    from dpsynth.identity import table_identity
 
-    # The ledger id (SHA-256 of the file) is hashed on the second core while the library loads
-    # (hashlib releases the GIL), not while the engine counts on both cores.
+    # The ledger id (dpsynth.identity: one DuckDB scan of the file) starts while the library loads
+    # (DuckDB releases the GIL) and overlaps the engine's count.
     with ThreadPoolExecutor(1) as pool:
-        ledger_id = pool.submit(file_fingerprint, a.input) if Path(a.input).exists() else None
+        ledger_id = pool.submit(table_identity, a.input) if Path(a.input).exists() else None
         return _release_on_engine_with_id(a, engine, ledger_id.result if ledger_id else lambda: None)
 
 

@@ -29,9 +29,9 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.binning import EncodingReport, encode
-from dpsynth.datasets import dataset_fingerprint, file_fingerprint
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS, check_domain, count_cells, histogram_frame
+from dpsynth.identity import table_identity
 from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours
 from dpsynth.schema import Schema
@@ -126,7 +126,7 @@ def release(
         check_domain(schema)  # refuse a domain too large to hold before anything is spent or allocated
 
     if ledger is not None:
-        ds = dataset_id or dataset_fingerprint(df)
+        ds = dataset_id or table_identity(df)
         ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
         report_progress(0.15, "Recording the spend in the privacy ledger")
         ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"{chosen}: {mech.describe()['mechanism']}", purpose=purpose)
@@ -364,8 +364,9 @@ def release_from_source(
     With ``synthetic_path`` the synthetic rows are streamed to that CSV (or Parquet) in chunks
     sampled, decoded and formatted on worker threads (:func:`dpsynth.engines.output.write_synthetic_csv`;
     never all cells at once) and ``Release.synthetic`` holds only the columns; without it,
-    ``Release.synthetic`` holds the same rows the file would. The ledger id defaults to the SHA-256 of the file's bytes (a DataFrame: its
-    :func:`dataset_fingerprint`), computed while the engine counts.
+    ``Release.synthetic`` holds the same rows the file would. The ledger id defaults to the table's
+    :func:`dpsynth.identity.table_identity` (the same for the table in any file format or as a
+    DataFrame), computed while the engine counts.
 
     ``method='marginals'`` fits :func:`dpsynth.marginals.fit_marginal_model` (same guarantee as in
     :func:`release`) from one engine scan: the occupied cells and their exact counts stand for the
@@ -510,12 +511,12 @@ def _marginals_from_counts(
 
 
 def _source_id(source: Any) -> str | None:
-    """Ledger id of a source: SHA-256 of a file's bytes (files of a directory in name order), or the
-    content fingerprint of a pandas DataFrame; ``None`` for other engine-native tables."""
+    """Ledger id of a source (:func:`dpsynth.identity.table_identity`) for a file, a directory of
+    Parquet files or a pandas DataFrame; ``None`` for other engine-native tables."""
     from pathlib import Path
 
     if isinstance(source, pd.DataFrame):
-        return dataset_fingerprint(source)
+        return table_identity(source)
     if not isinstance(source, str | Path):
         return None
-    return file_fingerprint(Path(source))
+    return table_identity(Path(source))
