@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpsynth.errors import InputError
+from dpsynth.errors import BudgetExceededError, InputError
 from dpsynth.identity import table_identity
 from dpsynth.io import read_table
 
@@ -184,3 +184,41 @@ def test_row_and_column_permutations_keep_the_identity(data):
 def test_a_double_and_its_text_agree(x):
     """The typed shortcut and the text path give one canonical number (DuckDB's double text round-trips)."""
     assert table_identity(pd.DataFrame({"x": [x]})) == table_identity(pd.DataFrame({"x": [repr(x)]}))
+
+
+def test_one_budget_for_one_table_in_any_form_and_entry_point(tmp_path, small_df, small_schema):
+    """The issue's attack: the same table re-saved (shuffled, CRLF, columns swapped, Parquet, Excel)
+    through the CLI on either engine, the Python API and the dashboard state draws on one budget."""
+    import dpsynth
+    from dpsynth.accounting import Ledger, PrivacyBudget
+    from dpsynth.cli import main
+    from dpsynth.ui_state import AppState
+
+    df = small_df.head(60)
+    forms = {
+        "a.csv": lambda p: df.to_csv(p, index=False),
+        "b.csv": lambda p: p.write_bytes(df.sample(frac=1, random_state=1)[["colour", "age"]]
+                                         .to_csv(index=False, lineterminator="\r\n").encode().rstrip(b"\r\n")),
+        "c.parquet": lambda p: df.assign(age=df["age"].astype(int)).to_parquet(p),
+        "d.xlsx": lambda p: df.to_excel(p, index=False),
+    }
+    for name, write in forms.items():
+        write(tmp_path / name)
+    schema = tmp_path / "schema.json"
+    schema.write_text(small_schema.to_json())
+    led = tmp_path / "ledger.sqlite"
+    for i, (name, engine) in enumerate([("a.csv", "pandas"), ("b.csv", "duckdb"), ("c.parquet", "duckdb"),
+                                        ("d.xlsx", "pandas")]):
+        code = main(["release", str(tmp_path / name), "--schema", str(schema), "--epsilon", "0.5", "--engine", engine,
+                     "--ledger", str(led), "--budget", "1.5", "--out", str(tmp_path / f"s{i}.csv"), "--seed", "1"])
+        assert code == (0 if i < 3 else 2), name  # the fourth release would spend 2.0 of 1.5
+    ledger = Ledger(led, create=False)
+    [ds] = ledger.datasets()
+    assert ds["dataset_id"] == table_identity(df) and ledger.spent(ds["dataset_id"]) == PrivacyBudget(1.5)
+    with pytest.raises(BudgetExceededError):
+        dpsynth.release(df.iloc[::-1], small_schema, epsilon=0.1, ledger=ledger, seed=1)
+    state = AppState()
+    state.load(read_table(tmp_path / "d.xlsx"), "d.xlsx", source=(tmp_path / "d.xlsx").read_bytes())
+    assert state.dataset_id == ds["dataset_id"]
+    state.load(read_table(tmp_path / "c.parquet").head(5), "c.parquet", source=tmp_path / "c.parquet")
+    assert state.dataset_id == ds["dataset_id"]
