@@ -15,7 +15,8 @@ through. It does not change when:
   integers beyond 2^53 that differ only past double precision count as equal — the two tables
   then share a budget, the safe direction);
 * a date is stored as text (``2020-01-31``, ``2020-01-31 00:00:00``, ``2020-01-31T00:00:00``)
-  or as a Parquet/Excel date or timestamp; ``TRUE``/``True``/``true`` are one value.
+  or as a Parquet/Excel date or timestamp (an instant with a UTC offset is compared in UTC,
+  one without reads as UTC); ``TRUE``/``True``/``true`` are one value.
 
 It changes when a value changes, a row is added or removed (duplicates count), or a column is
 added, removed or renamed. Text is compared exactly otherwise (case, inner spaces, a different
@@ -102,13 +103,13 @@ def _number_sql(t: str) -> str:
 def _canon_sql(t: str, n: str) -> str:
     """The canonical cell from its text ``t`` and number ``n`` (NULL: a missing value).
 
-    Missing: NULL, empty, or NaN (``nan`` in any case, signed or not). A finite number: integral values below 10^15 as integer text
-    (``-0`` as ``0``), others as DuckDB's shortest round-trip text of the double. Text starting
-    as an ISO date (``YYYY-MM-DD``, a time may follow) that DuckDB reads as a timestamp: its
-    timestamp text (``2020-01-31 00:00:00``). ``true``/``false`` in any case: lower case. Any
-    other text: as it is.
+    Missing: NULL, empty, or NaN (``nan`` in any case, signed or not). A finite number: integral
+    values below 10^15 as integer text (``-0`` as ``0``), others as DuckDB's shortest round-trip
+    text of the double. Text starting as an ISO date (``YYYY-MM-DD``, a time and an offset may
+    follow) that DuckDB reads as a timestamp: that instant in UTC (``2020-01-31 00:00:00+00``; no
+    offset reads as UTC). ``true``/``false`` in any case: lower case. Any other text: as it is.
     """
-    ts = f"TRY_CAST({t} AS TIMESTAMP)"
+    ts = f"TRY_CAST({t} AS TIMESTAMPTZ)"  # an offset is honoured; no offset reads as UTC
     return (
         f"CASE WHEN {t} IS NULL OR {t} = '' THEN NULL"
         f" WHEN isfinite({n}) THEN {_number_text_sql(n)}"
@@ -193,27 +194,33 @@ def table_identity(source: str | Path | pd.DataFrame, *, name: str | None = None
     import duckdb
     import pandas as pd
 
-    from dpsynth.engines.duckdb_engine import source_sql
+    from dpsynth.engines.duckdb_engine import DuckDBEngine, source_sql
     from dpsynth.io import read_table
 
     if isinstance(source, bytes | bytearray | memoryview):
         return table_identity(read_table(bytes(source), name), threads=threads)
-    con = duckdb.connect(config={"threads": int(threads)} if threads else {})
+    if isinstance(source, pd.DataFrame):
+        frame, src, label = _frame(source), "__dpsynth_identity", "the table"
+    else:
+        p = Path(source)
+        label = p.name
+        if "*" not in p.name and not p.exists():
+            raise InputError(f"File {str(source)!r} does not exist.")
+        if p.is_file() and (p.suffix.lower() in _EXCEL or _utf16(p)):
+            return table_identity(read_table(p), threads=threads)
+        frame, src = None, source_sql(p)
+    con = DuckDBEngine(threads=threads).connect()  # the engine's memory cap under an address-space limit
     try:
-        if isinstance(source, pd.DataFrame):
-            frame = _frame(source)
-            con.register("__dpsynth_identity", frame)
-            src, label = "__dpsynth_identity", "the table"
-        else:
-            p = Path(source)
-            label = p.name
-            if not p.exists():
-                raise InputError(f"File {str(source)!r} does not exist.")
-            if p.is_file() and (p.suffix.lower() in _EXCEL or _utf16(p)):
-                return table_identity(read_table(p), threads=threads)
-            src = source_sql(p)
+        try:
+            con.execute("SET TimeZone = 'UTC'")  # time-zone-aware timestamps read the same on every machine
+        except duckdb.Error:
+            pass  # without the ICU extension there is no session time zone to vary
+        if frame is not None:
+            con.register(src, frame)
         try:
             columns = [(row[0], str(row[1])) for row in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+            if not columns:
+                raise InputError(f"{label} has no columns.")
             query, names = identity_sql(columns, src)
             rows, upper, lower = con.execute(query).fetchone()
         except duckdb.Error as exc:
@@ -230,6 +237,8 @@ def _frame(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     cols = [str(c) for c in df.columns]
+    if not cols:
+        raise InputError("The table has no columns.")
     if len(set(cols)) != len(cols):
         dup = next(c for c in cols if cols.count(c) > 1)
         raise InputError(f"The table has two columns named {dup!r}.")

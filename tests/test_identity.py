@@ -51,10 +51,10 @@ def test_golden_value(tmp_path):
     """Pins the canonical form and the hashing: a DuckDB upgrade that changed its number or date
     text would fail here instead of silently opening fresh budgets."""
     text = "b,a,d\n1.50,x,2020-01-31\n-0,\"y, z\",TRUE\n1e20,,3.25e-7\n"
-    expected = _reference(["a", "b", "d"], [["x", "1.5", "2020-01-31 00:00:00"], ["y, z", "0", "true"],
+    expected = _reference(["a", "b", "d"], [["x", "1.5", "2020-01-31 00:00:00+00"], ["y, z", "0", "true"],
                                              [None, "1e+20", "3.25e-07"]])
     assert _write(tmp_path, "g.csv", text) == expected
-    assert expected == "table:fb5e990a1773ee0b90264089fd8d57df71834a57deef5fc5e6ff85e179fca648"
+    assert expected == "table:fc47df94b9c82067a91c19c0f3547a7b3d1953814c38b62c42e9e7ede0e4ddc5"
 
 
 @pytest.mark.parametrize("text", [
@@ -128,8 +128,10 @@ def test_dates_and_booleans_across_storage(tmp_path):
     df.to_parquet(tmp_path / "t.parquet")
     df.to_excel(tmp_path / "t.xlsx", index=False)
     text = "when,day,ok\n2020-01-31 00:00:00,2020-01-31,True\n2021-06-01T10:30:00,2020-02-01,FALSE\n,2020-02-02,\n"
+    aware = pd.DataFrame({"when": pd.to_datetime(["2020-01-31 01:00:00+01:00", "2021-06-01 10:30:00", None],
+                                                 format="ISO8601", utc=True), "day": df["day"], "ok": df["ok"]})
     ids = {table_identity(tmp_path / "t.parquet"), table_identity(tmp_path / "t.xlsx"),
-           table_identity(df), _write(tmp_path, "t.csv", text)}
+           table_identity(df), _write(tmp_path, "t.csv", text), table_identity(aware)}
     assert len(ids) == 1
 
 
@@ -154,6 +156,8 @@ def test_bad_input_is_an_input_error(tmp_path):
         table_identity(tmp_path / "ragged.csv")
     with pytest.raises(InputError, match="two columns"):
         table_identity(pd.DataFrame([[1, 2]], columns=["a", "a"]))
+    with pytest.raises(InputError, match="no columns"):
+        table_identity(pd.DataFrame())
 
 
 def test_empty_table_differs_by_columns():
