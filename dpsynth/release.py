@@ -404,18 +404,26 @@ def release_from_source(
 
         check_feasible(check_indexable(schema), mech, threshold, sparse_method)  # before any data is read
 
-    ident: dict[str, str] = {}
+    ident: dict[str, Any] = {}
     hasher = None
     if ledger is not None and dataset_id is None:
         import threading
 
-        hasher = threading.Thread(target=lambda: ident.update(id=_source_id(source)), daemon=True)
+        def identify() -> None:
+            try:
+                ident["id"] = _source_id(source)
+            except Exception as exc:  # re-raised below, before any charge
+                ident["error"] = exc
+
+        hasher = threading.Thread(target=identify, daemon=True)  # daemon: a failed count exits without waiting
         hasher.start()
     report_progress(0.02, f"Counting rows into cells ({counter.name})")
     counts = counter.count(source, schema, progress=lambda f, msg: report_progress(0.02 + 0.5 * f, msg))
     if ledger is not None:
         if hasher is not None:
             hasher.join()
+            if "error" in ident:
+                raise ident["error"]
         ds = dataset_id or ident.get("id")
         if not ds:
             raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
