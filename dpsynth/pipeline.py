@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import pandas as pd
 
 from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.binning import encode
 from dpsynth.errors import DPSynthError, InputError
 from dpsynth.plan import ReleasePlan, ReleaseRequest, check_plan, make_plan
 from dpsynth.randomness import child_rng, post_processing_seed
@@ -128,11 +130,13 @@ def run(
 
     # ---- count: the one step that reads the data (errors here cost nothing)
     say(0.02, "Checking the data against the schema and counting")
-    counted = _count(source, plan, engine, engine_options, rng, lambda f, m: say(0.02 + 0.4 * f, m))
-    if ledger is not None:
-        ds = dataset_id or dataset_identity(source)
-        if not ds:
-            raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
+    with ThreadPoolExecutor(1) as pool:
+        # the table's identity (its budget's key) is computed beside the count, on the other core
+        ident = pool.submit(dataset_identity, source) if ledger is not None and dataset_id is None else None
+        counted = _count(source, plan, engine, engine_options, rng, lambda f, m: say(0.02 + 0.4 * f, m))
+        ds = dataset_id or (ident.result() if ident is not None else "")
+    if ledger is not None and not ds:
+        raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
     release_id = uuid.uuid4().hex if secure else f"seeded-{seed if seed is not None else 'rng'}"
 
     # ---- charge: durable, before any noise
@@ -171,8 +175,9 @@ def run(
 
 
 def dataset_identity(source: Any) -> str:
-    """The ledger's identity of a table (:func:`dpsynth.datasets.table_identity`)."""
-    from dpsynth.datasets import table_identity
+    """The ledger's identity of a table (:func:`dpsynth.identity.table_identity`): the same for the same
+    table whatever its row or column order, line endings or storage (CSV, Parquet, Excel, DataFrame)."""
+    from dpsynth.identity import table_identity
 
     return table_identity(source)
 
@@ -189,7 +194,6 @@ class _Counted:
 
 def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] | None, rng: np.random.Generator,
            say: Progress) -> _Counted:
-    from dpsynth.binning import encode
     from dpsynth.engines import CellCounts, get_engine
     from dpsynth.histogram import MAX_DENSE_CELLS, cell_index
 

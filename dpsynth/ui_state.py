@@ -24,9 +24,9 @@ from typing import Any
 import pandas as pd
 
 from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
-from dpsynth.datasets import dataset_fingerprint, file_fingerprint
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.identity import table_identity
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema
 
@@ -53,7 +53,7 @@ class AppState:
     data_label: str = ""
     sample: str | None = None  # name of the bundled sample, if one is loaded
     upload_id: str | None = None  # the uploaded file last read, so reruns do not read it again
-    dataset_id: str | None = None  # content fingerprint, the dataset's key in the ledger
+    dataset_id: str | None = None  # dpsynth.identity.table_identity, the dataset's key in the ledger
     source_path: Path | None = None  # a large server file counted by DuckDB; ``data`` holds its first rows only
     load_error: str | None = None
     # --- schema (public)
@@ -120,8 +120,9 @@ class AppState:
         self.sample = sample
         self.upload_id = upload_id
         self.load_error = None
-        # a file's budget is keyed by its bytes, as on the command line (dpsynth.datasets.file_fingerprint)
-        self.dataset_id = file_fingerprint(source) if source is not None else dataset_fingerprint(df)
+        # one budget per table, whichever file format or interface brought it (dpsynth.identity);
+        # a server file is read whole from its path (df is then only its first rows)
+        self.dataset_id = table_identity(source if isinstance(source, str | Path) else df)
         if public_schema is not None:
             self.schema_table = schema_to_table(public_schema, list(map(str, df.columns)))
             self.left_out = [c for c in map(str, df.columns) if c not in public_schema.names]
@@ -134,7 +135,7 @@ class AppState:
 
     def load_server_file(self, path: Path) -> None:
         """Take a large file on the server (:mod:`dpsynth.server_files`): its first rows for the preview and
-        draft schema; a release counts the whole file on DuckDB. Its budget is keyed by the file's bytes."""
+        draft schema; a release counts the whole file on DuckDB. Its budget is keyed by the whole table's identity."""
         from dpsynth.server_files import head
 
         self.load(head(path), path.name, source=path)

@@ -48,6 +48,8 @@ from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 
 RELEASE = importlib.import_module("dpsynth.release")
 MECHANISMS = importlib.import_module("dpsynth.mechanisms")
+PIPELINE = importlib.import_module("dpsynth.pipeline")
+RESULTS = importlib.import_module("dpsynth.results")
 
 
 # ---------------------------------------------------------------- Clopper–Pearson and ε_lb
@@ -447,8 +449,8 @@ def select_event(
 
 @contextmanager
 def memoized_encode() -> Iterator[None]:
-    """Cache ``dpsynth.release.encode`` per (dataset, schema) while auditing (it is deterministic)."""
-    real = RELEASE.encode
+    """Cache ``dpsynth.pipeline.encode`` per (dataset, schema) while auditing (it is deterministic)."""
+    real = PIPELINE.encode
     cache: dict[tuple[int, Schema], tuple[Any, Any]] = {}
 
     def encode(df: pd.DataFrame, schema: Schema) -> Any:
@@ -460,11 +462,11 @@ def memoized_encode() -> Iterator[None]:
             cache[key] = (df, first)  # holding df keeps its id from being reused
         return cache[key][1]
 
-    RELEASE.encode = encode
+    PIPELINE.encode = encode
     try:
         yield
     finally:
-        RELEASE.encode = real
+        PIPELINE.encode = real
 
 
 # ---------------------------------------------------------------- neighbouring pairs
@@ -571,15 +573,16 @@ def _bins_from_data(setattr_: Callable[[Any, str, Any], None]) -> None:
 
 
 def _rows_equal_n(setattr_: Callable[[Any, str, Any], None]) -> None:
-    real_count = RELEASE.count_cells
+    real_encode = PIPELINE.encode
     seen: dict[str, int] = {}
 
-    def count_cells(codes: np.ndarray, schema: Schema) -> np.ndarray:
-        seen["n"] = len(codes)
-        return real_count(codes, schema)
+    def encode(df: pd.DataFrame, schema: Schema) -> Any:
+        out = real_encode(df, schema)
+        seen["n"] = len(out.codes)
+        return out
 
-    setattr_(RELEASE, "count_cells", count_cells)
-    setattr_(RELEASE, "noisy_total", lambda noisy: seen["n"])
+    setattr_(PIPELINE, "encode", encode)
+    setattr_(RESULTS.NoisyHistogram, "noisy_total", property(lambda self: seen["n"]))
 
 
 def _replace_one_as_add_remove(setattr_: Callable[[Any, str, Any], None]) -> None:

@@ -399,7 +399,7 @@ def test_decimals_typed_in_the_schema_editor_reach_the_release(ledger_path: Path
 
 def test_large_server_file_is_released_on_duckdb(ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """DPSYNTH_DATA_DIR: pick a file (no typed paths), preview its first rows, release every row on DuckDB."""
-    from dpsynth.datasets import file_fingerprint
+    from dpsynth.identity import table_identity
 
     folder = tmp_path / "data"
     folder.mkdir()
@@ -412,7 +412,7 @@ def test_large_server_file_is_released_on_duckdb(ledger_path: Path, tmp_path: Pa
     at.button(key="load_server_file").click().run()
     no_exception(at)
     state = state_of(at)
-    assert state.source_path == big and len(state.data) == 10_000 and state.dataset_id == file_fingerprint(big)
+    assert state.source_path == big and len(state.data) == 10_000 and state.dataset_id == table_identity(big)
     at = with_public_bounds(at)
     at.switch_page("pages/4_release.py").run()
     at.button(key="release_button_0").click().run()
@@ -420,7 +420,7 @@ def test_large_server_file_is_released_on_duckdb(ledger_path: Path, tmp_path: Pa
     rel = state_of(at).release
     assert rel is not None and "engine" not in rel.card
     assert rel.report.rows_in == 12_000  # every row of the file was counted, not the preview
-    [spend] = Ledger(ledger_path, create=False).spends(file_fingerprint(big))
+    [spend] = Ledger(ledger_path, create=False).spends(table_identity(big))
     assert spend.epsilon == state_of(at).epsilon
 
 

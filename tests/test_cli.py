@@ -101,9 +101,9 @@ def test_module_entry_point_no_traceback(tmp_path):
 
 
 def test_same_file_has_one_budget_across_engines(files):
-    """pandas and DuckDB engines key the ledger by the file's bytes: no second budget by switching engine."""
+    """pandas and DuckDB engines key the ledger by the table's identity: no second budget by switching engine."""
     from dpsynth.accounting import Ledger
-    from dpsynth.datasets import file_fingerprint
+    from dpsynth.identity import table_identity
 
     tmp, data, schema = files
     led = tmp / "one.sqlite"
@@ -111,7 +111,7 @@ def test_same_file_has_one_budget_across_engines(files):
     assert main([*base, "--out", str(tmp / "a.csv"), "--engine", "pandas"]) == 0
     assert main([*base, "--out", str(tmp / "b.csv"), "--engine", "duckdb"]) == 2
     ledger = Ledger(led, create=False)
-    assert [d["dataset_id"] for d in ledger.datasets()] == [file_fingerprint(data)]
+    assert [d["dataset_id"] for d in ledger.datasets()] == [table_identity(data)]
 
 
 def test_marginals_release_and_resample_from_model(files):

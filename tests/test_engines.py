@@ -12,6 +12,7 @@ from dpsynth.binning import encode
 from dpsynth.engines import CellCounts, default_engine, get_engine
 from dpsynth.errors import InputError
 from dpsynth.histogram import cell_index
+from dpsynth.identity import table_identity
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 
 
@@ -244,7 +245,7 @@ def test_release_from_source_dense_with_ledger(files: dict, tmp_path) -> None:
     x = pd.to_numeric(syn["x"].replace("", np.nan))
     assert x.min() >= -0.3 and x.max() <= 0.7
     (ds,) = ledger.datasets()
-    assert ds["dataset_id"].startswith("sha256:") and ds["spent_epsilon"] == 1.0
+    assert ds["dataset_id"] == table_identity(files["csv"]) and ds["spent_epsilon"] == 1.0
 
 
 def test_release_from_source_sparse_path_for_huge_domain(tmp_path) -> None:
