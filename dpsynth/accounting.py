@@ -338,7 +338,7 @@ class Ledger:
 
     def spends_for_release(self, release_id: str) -> list[Spend]:
         """The spends linked to one archived release (empty: nothing was charged for it)."""
-        return [s for s in self._spends("WHERE r.release_id = ?", (release_id,))]
+        return self._spends("WHERE r.release_id = ?", (release_id,))
 
     def spends(self, dataset_id: str | None = None) -> list[Spend]:
         """All spends, oldest first, optionally for one dataset."""
