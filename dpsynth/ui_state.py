@@ -54,6 +54,7 @@ class AppState:
     sample: str | None = None  # name of the bundled sample, if one is loaded
     upload_id: str | None = None  # the uploaded file last read, so reruns do not read it again
     dataset_id: str | None = None  # content fingerprint, the dataset's key in the ledger
+    loaded_datasets: list[str] = field(default_factory=list)  # every dataset this session loaded (ledger visibility)
     source_path: Path | None = None  # a large server file counted by DuckDB; ``data`` holds its first rows only
     load_error: str | None = None
     # --- schema (public)
@@ -122,6 +123,8 @@ class AppState:
         self.load_error = None
         # a file's budget is keyed by its bytes, as on the command line (dpsynth.datasets.file_fingerprint)
         self.dataset_id = file_fingerprint(source) if source is not None else dataset_fingerprint(df)
+        if self.dataset_id not in self.loaded_datasets:
+            self.loaded_datasets.append(self.dataset_id)
         if public_schema is not None:
             self.schema_table = schema_to_table(public_schema, list(map(str, df.columns)))
             self.left_out = [c for c in map(str, df.columns) if c not in public_schema.names]
