@@ -481,6 +481,40 @@ class Recording:
         return out
 
 
+def resample_archived(archive: Archive, release_id: str, rows: int, *, rng: Any) -> bytes:
+    """``rows`` new synthetic rows (safe CSV bytes) from an archived release's noisy histogram or model and its
+    schema: post-processing of released outputs, so no ε. ``rng`` should be :func:`dpsynth.noise.secure_rng`."""
+    import json
+
+    import pandas as pd
+
+    from dpsynth.io import to_safe_csv
+    from dpsynth.schema import Schema
+
+    if int(rows) != rows or rows < 0:
+        raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
+    files = archive.get(release_id)
+    if "schema.json" not in files:
+        raise ArchiveError(f"Release {release_id} has no schema.json to re-sample from.")
+    schema = Schema.from_json(files["schema.json"].decode("utf-8"))
+    if "model.json" in files:
+        from dpsynth.binning import decode
+        from dpsynth.marginals import MarginalModel
+
+        model = MarginalModel.from_dict(json.loads(files["model.json"]))
+        out = decode(model.sample(int(rows), rng=rng), schema, rng=rng)
+    elif "histogram.csv" in files:
+        from dpsynth.histogram import counts_from_frame
+        from dpsynth.synthesis import synthesize
+
+        frame = pd.read_csv(io.BytesIO(files["histogram.csv"]), dtype=str, keep_default_na=False, na_values=[])
+        frame["count"] = pd.to_numeric(frame["count"])
+        out = synthesize(counts_from_frame(frame, schema), schema, int(rows), rng=rng)
+    else:
+        raise ArchiveError(f"Release {release_id} holds neither a histogram nor a model to re-sample from.")
+    return to_safe_csv(out)
+
+
 def release_archive_files(rel: Release, synthetic: bytes | Path | None = None) -> dict[str, bytes | Path]:
     """The files archived for a :class:`~dpsynth.release.Release`: every released file
     (:func:`dpsynth.artifacts.release_files`) and ``schema.json``. ``synthetic`` replaces

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("release_id")
     ag.add_argument("--out", required=True, help="folder to write the files into")
     ag.add_argument("--ledger", default=None)
+    ag.add_argument("--rows", type=int, default=None,
+                    help="synthetic rows: the release's own file for its row count, else new rows re-sampled (no ε)")
 
     rs = sub.add_parser("resample", help="new synthetic rows from a released histogram (no new ε)")
     rs.add_argument("histogram", help="histogram CSV, or model JSON of the marginals method, written by release")
@@ -337,6 +339,15 @@ def _archive(a: argparse.Namespace) -> int:
     if a.archive_command == "get":
         written = archive.export(a.release_id, a.out)
         print(f"Wrote {len(written)} files of release {a.release_id} to {a.out}: {', '.join(p.name for p in written)}")
+        card = json.loads((Path(a.out) / "card.json").read_text(encoding="utf-8")) if (Path(a.out) / "card.json").exists() else {}
+        if a.rows is not None and a.rows != card.get("post_processing", {}).get("synthetic_rows"):
+            from dpsynth import noise
+            from dpsynth.archive import resample_archived
+
+            (Path(a.out) / "synthetic.csv").write_bytes(resample_archived(archive, a.release_id, a.rows,
+                                                                          rng=noise.secure_rng()))
+            print(f"synthetic.csv: {a.rows:,} new rows re-sampled from the released histogram or model (no privacy"
+                  " budget used)")
         return 0
     entries = archive.list(a.dataset)
     if a.json:

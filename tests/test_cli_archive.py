@@ -162,3 +162,21 @@ def test_concurrent_cli_releases_are_each_archived(files, capsys) -> None:
     for i, rid in enumerate(ids):
         assert main(["archive", "get", rid, "--out", str(tmp / f"got{i}"), "--ledger", str(led)]) == 0
         assert (tmp / f"got{i}" / "synthetic.csv").read_bytes() == (tmp / f"s{i}.csv").read_bytes()
+
+
+@pytest.mark.parametrize("method", ["histogram", "marginals"])
+def test_archive_get_rows_resamples_without_budget_or_returns_the_original(files, capsys, method: str) -> None:
+    import pandas as pd
+
+    tmp, data, schema, led = files
+    assert main(release_args(data, schema, led, tmp / "s.csv", "--method", method, "--rows", "300")) == 0
+    rid = re.search(r"Archived as (\S+)", capsys.readouterr().out).group(1)
+    spent = Ledger(led, create=False).spent(Ledger(led, create=False).datasets()[0]["dataset_id"])
+    assert main(["archive", "get", rid, "--out", str(tmp / "same"), "--ledger", str(led), "--rows", "300"]) == 0
+    assert (tmp / "same" / "synthetic.csv").read_bytes() == (tmp / "s.csv").read_bytes()
+    assert main(["archive", "get", rid, "--out", str(tmp / "more"), "--ledger", str(led), "--rows", "1234"]) == 0
+    assert "no privacy budget used" in capsys.readouterr().out
+    more = pd.read_csv(tmp / "more" / "synthetic.csv")
+    assert len(more) == 1234 and list(more.columns) == list(pd.read_csv(tmp / "s.csv").columns)
+    after = Ledger(led, create=False)
+    assert after.spent(after.datasets()[0]["dataset_id"]) == spent
