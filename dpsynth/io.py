@@ -254,7 +254,7 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
     decoded = _parquet_decoded_bytes(data, name, limits)
     if decoded > limits.max_decoded_bytes:
         raise InputError(f"{name} expands to more than {limits.max_decoded_bytes / 2**20:,.0f} MB of cells when decoded"
-                         f" (at least {decoded / 2**20:,.0f} MB; a few kilobytes of dictionary-encoded values can"
+                         f" (at least {decoded / 2**20:,.0f} MB; a few kilobytes of dictionary- or run-length-encoded values can"
                          " stand for gigabytes); refusing a possible decompression bomb.")
     try:
         df = pd.read_parquet(io.BytesIO(data))
