@@ -203,7 +203,14 @@ class Archive:
         return self.entry(release_id)
 
     def fail(self, release_id: str, reason: str) -> ArchiveEntry:
-        """Mark a pending entry failed, saying why and whether ε was charged (the ledger is asked)."""
+        """Mark a pending entry failed, saying why and whether ε was charged (the ledger is asked).
+
+        Only the process recording the entry may fail it while it runs (:class:`ArchiveError` otherwise).
+        """
+        with _HELD_LOCK:
+            held = (str(self.path.absolute()), release_id) in _HELD
+        if not held and not self._owner_is_dead(release_id):
+            raise ArchiveError(f"Release {release_id} is still being recorded by another process.")
         charged = self._charged(release_id)
         try:
             with self._transaction() as con:

@@ -343,3 +343,17 @@ def test_release_archive_files_takes_a_streamed_synthetic_file(tmp_path: Path) -
     path = tmp_path / "s.csv"
     path.write_bytes(b"age,ward\n")
     assert release_archive_files(rel, synthetic=path)["synthetic.csv"] == path
+
+
+def test_another_process_cannot_fail_a_release_in_flight(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "a")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stdin is not None and proc.stdout is not None
+    rid = proc.stdout.readline().strip()
+    with pytest.raises(ArchiveError, match="still being recorded"):
+        Archive(tmp_path / "a").fail(rid, "meddling")
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "done"
+    proc.wait(timeout=30)
+    assert Archive(tmp_path / "a").entry(rid).status == "complete"
