@@ -357,3 +357,13 @@ def test_another_process_cannot_fail_a_release_in_flight(tmp_path: Path) -> None
     assert proc.stdout.readline().strip() == "done"
     proc.wait(timeout=30)
     assert Archive(tmp_path / "a").entry(rid).status == "complete"
+
+
+def test_the_archived_zip_is_the_first_download_byte_for_byte(tmp_path: Path) -> None:
+    from dpsynth.artifacts import release_zip
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    archive = Archive(tmp_path / "a", ledger=ledger)
+    rel, entry = archived_release(table(), SCHEMA, ledger=ledger, archive=archive, dataset_id="d", epsilon=1.0,
+                                  method="marginals", seed=4)
+    assert Archive(tmp_path / "a").zip(entry.release_id, names=list(release_files(rel))) == release_zip(rel)
