@@ -85,8 +85,12 @@ def budget_section(state: AppState) -> None:
         total = ledger.total(state.dataset_id) if state.dataset_id else None
         spent = ledger.spent(state.dataset_id) if state.dataset_id else PrivacyBudget(0.0)
         if total is None:
-            state.total_epsilon = st.number_input("Total ε this dataset may ever spend", min_value=0.01, max_value=100.0,
+            t1, t2 = st.columns(2)
+            state.total_epsilon = t1.number_input("Total ε this dataset may ever spend", min_value=0.01, max_value=100.0,
                                                   value=float(state.total_epsilon), format="%g", key="privacy_total")
+            state.total_delta = t2.number_input("Total δ this dataset may ever spend", min_value=0.0, max_value=1e-3,
+                                                value=float(state.total_delta), format="%.1e", key="privacy_total_delta",
+                                                help="Gaussian noise and private estimates spend δ; 0 allows Laplace only.")
             st.caption("This dataset is not in the ledger yet; the total is recorded with the first spend.")
             total = state.budget()
         c1, c2, c3, c4 = st.columns(4)

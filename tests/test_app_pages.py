@@ -187,6 +187,11 @@ def test_privacy_page_guidance_budget_and_preview(ledger_path: Path) -> None:
     at.number_input(key="privacy_epsilon").set_value(10.0).run()  # more than the default total of 4
     no_exception(at)
     assert any("would be refused" in e.value for e in at.error)
+    at.number_input(key="privacy_epsilon").set_value(1.0)
+    at.number_input(key="privacy_total_delta").set_value(0.0).run()  # a total δ of 0: Gaussian noise is refused
+    no_exception(at)
+    assert state_of(at).total_delta == 0.0
+    assert any("more than the δ left" in e.value and "Laplace" in e.value for e in at.error)
 
 
 # ---------------------------------------------------------------- Release
