@@ -117,3 +117,14 @@ def test_a_budget_change_needs_a_reason_and_is_listed(ledger: Path) -> None:
     assert not at.exception
     assert Ledger(ledger, create=False).total("mine" * 16) == PrivacyBudget(6.0, 1e-6)
     assert "approved by the data owner" in shown(at, "ledger_events")
+
+
+def test_the_same_rule_filters_archive_entries(tmp_path: Path) -> None:
+    from dpsynth.archive import Archive
+
+    archive = Archive(tmp_path / "a")
+    for ds in ("mine", "theirs"):
+        e = archive.begin(dataset_id=ds, label=ds, epsilon=1.0, delta=0.0, method="histogram")
+        archive.complete(e.release_id, {"card.json": b"{}"})
+    assert [e.dataset_id for e in visible_rows("ann@example.org", [], ["mine"], archive.list())] == ["mine"]
+    assert len(visible_rows(None, [], [], archive.list())) == 2
