@@ -265,7 +265,7 @@ class Archive:
                 yield rec
         except BaseException as exc:
             if not rec.done:
-                self.fail(entry.release_id, " ".join(f"{type(exc).__name__}: {exc}".split())[:2000])
+                self.fail(entry.release_id, _reason(exc))
             raise
         if not rec.done:
             self.fail(entry.release_id, "the release ended without its files being archived")
@@ -566,6 +566,16 @@ def archived_release(
                                epsilon=epsilon, delta=delta, method=method, **kwargs)
         entry = rec.complete(release_archive_files(rel), method=rel.card["method"]["name"])
     return rel, entry
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why a release failed (a budget refusal: what ran out)."""
+    from dpsynth.errors import BudgetExceededError
+
+    if isinstance(exc, BudgetExceededError):
+        what = " and ".join(exc.exhausted) or "budget"
+        return f"refused by the ledger: not enough {what} left (requested {exc.requested}; remaining {exc.remaining})"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:2000]
 
 
 def _with_charge(reason: str, charged: bool | None) -> str:

@@ -356,7 +356,7 @@ def _archive(a: argparse.Namespace) -> int:
     if not entries:
         print(f"No releases archived yet (archive folder {path}).")
     for e in entries:
-        why = f": {e.reason}" if e.status == "failed" else ""
+        why = f": {e.reason if len(e.reason) <= 160 else e.reason[:157] + '...'}" if e.status == "failed" else ""
         print(f"{e.release_id}  {e.label} [{e.dataset_id[:12]}]  ε = {e.epsilon:g}  δ = {e.delta:g}  {e.method}"
               f"  {e.status}{why}  {e.created}")
     return 0
