@@ -194,6 +194,10 @@ def count_only_cmd(path: Path) -> list[str]:
 
 
 def cli_cmd(path: Path, schema_path: Path, engine: str, out: Path, ledger: Path, extra: list[str] | None = None) -> list[str]:
+    if not ledger.exists():  # the CLI creates only the default ledger; a named one must exist
+        from dpsynth.accounting import Ledger
+
+        Ledger(ledger)
     return [sys.executable, "-m", "dpsynth", "release", str(path), "--schema", str(schema_path), "--epsilon", "1",
             "--engine", engine, "--out", str(out), "--ledger", str(ledger), "--budget", "1000", *(extra or [])]
 

@@ -15,6 +15,7 @@ safe failure). A missing ledger is only created when asked; a corrupt one raises
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sqlite3
@@ -22,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,6 +90,36 @@ class Spend:
     epsilon: float
     delta: float
     purpose: str
+    release_id: str | None = None
+
+
+@dataclass(frozen=True)
+class BudgetEvent:
+    """One change of a dataset's total budget: when, from what (None at registration), to what, and why."""
+
+    event_id: str
+    dataset_id: str
+    time: str
+    old_epsilon: float | None
+    old_delta: float | None
+    new_epsilon: float
+    new_delta: float
+    reason: str
+
+
+#: The release a charge belongs to when the caller does not name it (see :func:`charging_for`).
+_RELEASE_ID: ContextVar[str | None] = ContextVar("dpsynth_release_id", default=None)
+
+
+@contextmanager
+def charging_for(release_id: str) -> Iterator[None]:
+    """Within this block (this thread or task), every :meth:`Ledger.charge` without an explicit
+    ``release_id`` is linked to ``release_id``: how an archived release finds its spend."""
+    token = _RELEASE_ID.set(release_id)
+    try:
+        yield
+    finally:
+        _RELEASE_ID.reset(token)
 
 
 _SCHEMA_SQL = """
@@ -99,7 +131,16 @@ CREATE TABLE IF NOT EXISTS spends (
     spend_id TEXT PRIMARY KEY, dataset_id TEXT NOT NULL REFERENCES datasets(dataset_id),
     time TEXT NOT NULL, mechanism TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
     purpose TEXT NOT NULL);
+""" + """
+CREATE TABLE IF NOT EXISTS spend_releases (
+    spend_id TEXT PRIMARY KEY REFERENCES spends(spend_id), release_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS spend_releases_by_release ON spend_releases(release_id);
+CREATE TABLE IF NOT EXISTS budget_events (
+    event_id TEXT PRIMARY KEY, dataset_id TEXT NOT NULL REFERENCES datasets(dataset_id), time TEXT NOT NULL,
+    old_epsilon REAL, old_delta REAL, new_epsilon REAL NOT NULL, new_delta REAL NOT NULL, reason TEXT NOT NULL);
 """
+#: Tables added after the first format; a ledger without them gets them when opened (same format tag).
+_ADDED_TABLES = ("spend_releases", "budget_events")
 _MAGIC = "dpsynth-ledger-v1"
 
 
@@ -150,11 +191,17 @@ class Ledger:
                         f"The privacy ledger {str(self.path)!r} has {bad} spend(s) with a negative or missing ε or δ;"
                         " it has been altered. Restore it from a backup before releasing anything."
                     )
+                have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise LedgerError(
                 f"The privacy ledger {str(self.path)!r} is corrupt or unreadable ({exc}); it was not"
                 " reset. Restore it from a backup before releasing anything."
             ) from None
+        if not set(_ADDED_TABLES) <= have:
+            with self._transaction() as con:  # a ledger of an earlier version: add the new (empty) tables
+                for stmt in _SCHEMA_SQL.split(";"):
+                    if stmt.strip():
+                        con.execute(stmt)
         _OPENED.add(key)
 
     def _connect(self) -> sqlite3.Connection:
@@ -193,21 +240,54 @@ class Ledger:
 
     def register(self, dataset_id: str, total: PrivacyBudget, label: str = "") -> None:
         """Record a dataset's total budget if it is new (an existing budget is left unchanged)."""
-        with self._transaction() as con:
-            con.execute(
-                "INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?, ?)",
-                (dataset_id, label or dataset_id[:12], total.epsilon, total.delta, _now()),
-            )
-
-    def set_total(self, dataset_id: str, total: PrivacyBudget) -> None:
-        """Change a registered dataset's total budget (a curator's explicit decision)."""
+        now = _now()
         with self._transaction() as con:
             cur = con.execute(
-                "UPDATE datasets SET total_epsilon = ?, total_delta = ? WHERE dataset_id = ?",
-                (total.epsilon, total.delta, dataset_id),
+                "INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?, ?)",
+                (dataset_id, label or dataset_id[:12], total.epsilon, total.delta, now),
             )
-            if cur.rowcount != 1:
+            if cur.rowcount == 1:
+                con.execute("INSERT INTO budget_events VALUES (?, ?, ?, NULL, NULL, ?, ?, ?)",
+                            (uuid.uuid4().hex, dataset_id, now, total.epsilon, total.delta,
+                             "first total, set when the dataset was registered"))
+
+    def set_total(self, dataset_id: str, total: PrivacyBudget, *, reason: str) -> BudgetEvent:
+        """Change a registered dataset's total budget (a curator's explicit decision), recorded as an event.
+
+        ``reason`` is required (the curator's words, kept in the ledger). A total below what the
+        dataset has already spent is refused: spent privacy loss cannot be taken back.
+        """
+        reason = " ".join(str(reason or "").split())
+        if not reason:
+            raise InputError("Say why the total budget changes (a reason is required and kept in the ledger).")
+        with self._transaction() as con:
+            row = con.execute(
+                "SELECT total_epsilon, total_delta FROM datasets WHERE dataset_id = ?", (dataset_id,)
+            ).fetchone()
+            if row is None:
                 raise InputError(f"Dataset {dataset_id[:12]!r} is not in the ledger.")
+            spent = _spent(con, dataset_id)
+            below = [f"{name} = {new:g} is below the {name} already spent ({old:g})"
+                     for name, new, old in (("ε", total.epsilon, spent.epsilon), ("δ", total.delta, spent.delta))
+                     if new < old - (_SLACK if name == "ε" else _SLACK * 1e-6)]
+            if below:
+                raise InputError(f"Refused: a total {' and '.join(below)}; spent privacy loss cannot be taken back.")
+            event = BudgetEvent(uuid.uuid4().hex, dataset_id, _now(), row[0], row[1], total.epsilon, total.delta,
+                                reason)
+            con.execute("UPDATE datasets SET total_epsilon = ?, total_delta = ? WHERE dataset_id = ?",
+                        (total.epsilon, total.delta, dataset_id))
+            con.execute("INSERT INTO budget_events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", dataclasses.astuple(event))
+        return event
+
+    def budget_events(self, dataset_id: str | None = None) -> list[BudgetEvent]:
+        """Every change of a total budget (registration included), oldest first, optionally for one dataset."""
+        q = "SELECT * FROM budget_events"
+        args: tuple[Any, ...] = ()
+        if dataset_id is not None:
+            q += " WHERE dataset_id = ?"
+            args = (dataset_id,)
+        with self._read() as con:
+            return [BudgetEvent(*r) for r in con.execute(q + " ORDER BY time, rowid", args).fetchall()]
 
     def total(self, dataset_id: str) -> PrivacyBudget | None:
         """The dataset's total budget, or None if it was never registered."""
@@ -227,12 +307,17 @@ class Ledger:
         total = self.total(dataset_id)
         return None if total is None else total - self.spent(dataset_id)
 
-    def charge(self, dataset_id: str, amount: PrivacyBudget, *, mechanism: str, purpose: str) -> Spend:
+    def charge(self, dataset_id: str, amount: PrivacyBudget, *, mechanism: str, purpose: str,
+               release_id: str | None = None) -> Spend:
         """Check the budget and record the spend in one durable transaction; raise if it does not fit.
 
         Call this *before* drawing any noise. On :class:`BudgetExceededError` nothing is recorded.
+        ``release_id`` (default: the one set by :func:`charging_for`) links the spend to its entry
+        in the release archive, in the same transaction.
         """
-        spend = Spend(uuid.uuid4().hex, dataset_id, _now(), mechanism, amount.epsilon, amount.delta, purpose)
+        release_id = release_id if release_id is not None else _RELEASE_ID.get()
+        spend = Spend(uuid.uuid4().hex, dataset_id, _now(), mechanism, amount.epsilon, amount.delta, purpose,
+                      release_id)
         with self._transaction() as con:
             row = con.execute(
                 "SELECT total_epsilon, total_delta FROM datasets WHERE dataset_id = ?", (dataset_id,)
@@ -242,22 +327,30 @@ class Ledger:
             total = PrivacyBudget(row[0], row[1])
             remaining = total - _spent(con, dataset_id)
             if not remaining.covers(amount):
-                raise BudgetExceededError(str(amount), str(remaining), dataset_id)
+                raise _refusal(amount, remaining, dataset_id)
             con.execute(
                 "INSERT INTO spends VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (spend.spend_id, dataset_id, spend.time, mechanism, amount.epsilon, amount.delta, purpose),
             )
+            if release_id is not None:
+                con.execute("INSERT INTO spend_releases VALUES (?, ?)", (spend.spend_id, release_id))
         return spend
+
+    def spends_for_release(self, release_id: str) -> list[Spend]:
+        """The spends linked to one archived release (empty: nothing was charged for it)."""
+        return self._spends("WHERE r.release_id = ?", (release_id,))
 
     def spends(self, dataset_id: str | None = None) -> list[Spend]:
         """All spends, oldest first, optionally for one dataset."""
-        q = "SELECT spend_id, dataset_id, time, mechanism, epsilon, delta, purpose FROM spends"
-        args: tuple[Any, ...] = ()
-        if dataset_id is not None:
-            q += " WHERE dataset_id = ?"
-            args = (dataset_id,)
+        if dataset_id is None:
+            return self._spends("", ())
+        return self._spends("WHERE s.dataset_id = ?", (dataset_id,))
+
+    def _spends(self, where: str, args: tuple[Any, ...]) -> list[Spend]:
+        q = ("SELECT s.spend_id, s.dataset_id, s.time, s.mechanism, s.epsilon, s.delta, s.purpose, r.release_id"
+             " FROM spends s LEFT JOIN spend_releases r ON r.spend_id = s.spend_id ")
         with self._read() as con:
-            rows = con.execute(q + " ORDER BY time, rowid", args).fetchall()
+            rows = con.execute(q + where + " ORDER BY s.time, s.rowid", args).fetchall()
         return [Spend(*r) for r in rows]
 
     def datasets(self) -> list[dict[str, Any]]:
@@ -356,6 +449,24 @@ def default_ledger_path() -> Path:
     """``$DPSYNTH_LEDGER`` or ``~/.dpsynth/ledger.sqlite``."""
     env = os.environ.get("DPSYNTH_LEDGER")
     return Path(env) if env else Path.home() / ".dpsynth" / "ledger.sqlite"
+
+
+def _refusal(amount: PrivacyBudget, remaining: PrivacyBudget, dataset_id: str) -> BudgetExceededError:
+    """A refusal that names what is exhausted (ε, δ or both), both remaining values, and how to proceed."""
+    short = [name for name, fits in (
+        ("ε", amount.epsilon <= remaining.epsilon + _SLACK), ("δ", amount.delta <= remaining.delta + _SLACK * 1e-6))
+        if not fits]
+    what = " and ".join(short)
+    smaller = {"ε": "a smaller ε", "δ": "a smaller δ (δ = 0 uses Laplace noise)"}
+    return BudgetExceededError(
+        f"ε = {amount.epsilon:g}, δ = {amount.delta:g}",
+        f"ε = {remaining.epsilon:g}, δ = {remaining.delta:g}",
+        dataset_id,
+        exhausted=tuple(short),
+        advice=(f"Not enough {what} left. To proceed, ask for {' and '.join(smaller[n] for n in short)}, or raise"
+                f" this dataset's total {what} with a reason (Ledger page, or"
+                " `python -m dpsynth ledger set-total`)."),
+    )
 
 
 def _spent(con: sqlite3.Connection, dataset_id: str) -> PrivacyBudget:

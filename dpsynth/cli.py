@@ -1,4 +1,4 @@
-"""Command line: ``python -m dpsynth release|schema|ledger|resample|preview``.
+"""Command line: ``python -m dpsynth release|schema|ledger|archive|resample|preview``.
 
 A thin layer over the library. User errors (bad input, budget exceeded, ledger problems) exit
 with status 2 and one line on stderr, never a traceback.
@@ -62,9 +62,28 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--bins", type=int, default=10)
 
-    ld = sub.add_parser("ledger", help="list datasets and spends")
+    ld = sub.add_parser("ledger", help="list datasets, spends and budget changes; init; set-total")
+    ld.add_argument("action", nargs="?", default="show", choices=["show", "init", "set-total"],
+                    help="show (default); init: create a new empty ledger; set-total: change a dataset's total budget")
     ld.add_argument("--ledger", default=None)
     ld.add_argument("--json", action="store_true")
+    ld.add_argument("--dataset", default=None, help="set-total: the dataset (fingerprint, or its start, or its label)")
+    ld.add_argument("--epsilon", type=float, default=None, help="set-total: the new total ε (default: unchanged)")
+    ld.add_argument("--delta", type=float, default=None, help="set-total: the new total δ (default: unchanged)")
+    ld.add_argument("--reason", default=None, help="set-total: why (required; kept in the ledger)")
+
+    ar = sub.add_parser("archive", help="releases kept beside the ledger: list, get")
+    ar_sub = ar.add_subparsers(dest="archive_command", required=True)
+    al = ar_sub.add_parser("list", help="one line per release: id, dataset, ε, δ, method, status, created")
+    al.add_argument("--ledger", default=None)
+    al.add_argument("--dataset", default=None, help="only this dataset (fingerprint)")
+    al.add_argument("--json", action="store_true")
+    ag = ar_sub.add_parser("get", help="write an archived release's files into a folder")
+    ag.add_argument("release_id")
+    ag.add_argument("--out", required=True, help="folder to write the files into")
+    ag.add_argument("--ledger", default=None)
+    ag.add_argument("--rows", type=int, default=None,
+                    help="synthetic rows: the release's own file for its row count, else new rows re-sampled (no ε)")
 
     rs = sub.add_parser("resample", help="new synthetic rows from a released histogram (no new ε)")
     rs.add_argument("histogram", help="a release zip or folder; or its histogram CSV or model JSON (with --schema)")
@@ -132,16 +151,32 @@ def _regress(a: argparse.Namespace) -> int:
 
 def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | None]:
     """The ledger to charge (said aloud when new) and the total budget asked for a dataset new to it."""
-    from dpsynth.accounting import Ledger, PrivacyBudget
+    from dpsynth.accounting import PrivacyBudget
     from dpsynth.release import DEFAULT_TOTAL_BUDGET
 
-    ledger = Ledger(a.ledger or default_ledger_path())
-    if ledger.created:
-        print(f"Created a new privacy ledger at {ledger.path}.", file=sys.stderr)
+    ledger = _open_ledger(a.ledger)
     if a.budget is None and a.budget_delta is None:
         return ledger, None
     return ledger, PrivacyBudget(a.budget if a.budget is not None else DEFAULT_TOTAL_BUDGET.epsilon,
                                  a.budget_delta if a.budget_delta is not None else DEFAULT_TOTAL_BUDGET.delta)
+
+
+def _open_ledger(named: str | None) -> Ledger:
+    """The ledger named by ``--ledger`` (never created here: a typo must not start an empty ledger), or
+    the default one, created on first use with a message saying where."""
+    from dpsynth.accounting import Ledger
+    from dpsynth.errors import LedgerError
+
+    if named:
+        if not Path(named).exists():
+            raise LedgerError(f"The privacy ledger {named!r} does not exist. Create it with"
+                              f" `python -m dpsynth ledger init --ledger {named}`, or check the path.")
+        return Ledger(named, create=False)
+    ledger = Ledger(default_ledger_path())
+    if ledger.created:
+        print(f"First use: created the privacy ledger at {ledger.path} (set DPSYNTH_LEDGER to keep it"
+              " elsewhere). It records every privacy spend; back it up, never delete it.", file=sys.stderr)
+    return ledger
 
 
 def _release(a: argparse.Namespace) -> int:
@@ -163,14 +198,18 @@ def _release(a: argparse.Namespace) -> int:
     outputs = Outputs(synthetic=a.out, card=a.card_out, tables=a.histogram_out, model=a.model_out, zip=a.zip_out)
     if not Path(a.input).exists():
         raise InputError(f"No such file: {a.input}")
+    from dpsynth.archive import Archive
+
     ledger, budget = _ledger_and_budget(a)
     rel = run(a.input, request, engine=engine, seed=a.seed, ledger=ledger, budget=budget,
-              dataset_label=a.label or Path(a.input).stem, progress=_progress_bar(a), outputs=outputs)
+              dataset_label=a.label or Path(a.input).stem, progress=_progress_bar(a), outputs=outputs,
+              archive=Archive.for_ledger(ledger))
     for msg in rel.report.messages():
         print(f"note (for you only, not released): {msg}", file=sys.stderr)
     for w in rel.card["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     print(f"{card_summary_line(rel.card)} (counted on the {engine} engine): wrote {rel.rows:,} synthetic rows to {a.out}")
+    print(f"Archived as {rel.archive_id} (python -m dpsynth archive get {rel.archive_id} --out DIR)")
     return 0
 
 
@@ -199,18 +238,104 @@ def _schema(a: argparse.Namespace) -> int:
 def _ledger(a: argparse.Namespace) -> int:
     from dpsynth.accounting import Ledger
 
-    ledger = Ledger(a.ledger or default_ledger_path(), create=False)
+    path = Path(a.ledger) if a.ledger else default_ledger_path()
+    if a.action == "init":
+        if path.exists():
+            raise InputError(f"A file already exists at {str(path)!r}; a ledger is never overwritten.")
+        Ledger(path, create=True)
+        print(f"Created an empty privacy ledger at {path}.")
+        return 0
+    if not path.exists():
+        from dpsynth.errors import LedgerError
+
+        raise LedgerError(f"The privacy ledger {str(path)!r} does not exist (nothing has been released with it)."
+                          f" Create it with `python -m dpsynth ledger init" + (f" --ledger {a.ledger}`." if a.ledger else "`."))
+    ledger = Ledger(path, create=False)
+    if a.action == "set-total":
+        return _set_total(a, ledger)
     datasets = ledger.datasets()
+    events = ledger.budget_events()
     if a.json:
-        print(json.dumps({"datasets": datasets, "spends": [s.__dict__ for s in ledger.spends()]}, indent=2))
+        print(json.dumps({"datasets": datasets, "spends": [s.__dict__ for s in ledger.spends()],
+                          "budget_events": [e.__dict__ for e in events]}, indent=2))
         return 0
     if not datasets:
         print("The ledger has no datasets yet.")
     for d in datasets:
         print(f"{d['label']} [{d['dataset_id'][:12]}]: spent ε = {d['spent_epsilon']:g} of {d['total_epsilon']:g}"
-              f" (δ {d['spent_delta']:g} of {d['total_delta']:g})")
+              f" (δ {d['spent_delta']:g} of {d['total_delta']:g}); left ε = {d['remaining_epsilon']:g},"
+              f" δ = {d['remaining_delta']:g}")
+        for e in events:
+            if e.dataset_id == d["dataset_id"]:
+                old = "—" if e.old_epsilon is None else f"ε = {e.old_epsilon:g}, δ = {e.old_delta:g}"
+                print(f"  {e.time}  total {old} → ε = {e.new_epsilon:g}, δ = {e.new_delta:g}  ({e.reason})")
         for s in ledger.spends(d["dataset_id"]):
-            print(f"  {s.time}  ε = {s.epsilon:g}  δ = {s.delta:g}  {s.mechanism}  ({s.purpose})")
+            rid = f"  release {s.release_id}" if s.release_id else ""
+            print(f"  {s.time}  ε = {s.epsilon:g}  δ = {s.delta:g}  {s.mechanism}  ({s.purpose}){rid}")
+    return 0
+
+
+def _set_total(a: argparse.Namespace, ledger: Ledger) -> int:
+    from dpsynth.accounting import PrivacyBudget
+
+    if not a.dataset:
+        raise InputError("Name the dataset: --dataset FINGERPRINT (or its first characters, or its label).")
+    if not a.reason or not a.reason.strip():
+        raise InputError("Say why the total changes: --reason \"...\" (required; kept in the ledger).")
+    if a.epsilon is None and a.delta is None:
+        raise InputError("Give the new total: --epsilon and/or --delta.")
+    matches = [d for d in ledger.datasets() if d["dataset_id"].startswith(a.dataset) or d["label"] == a.dataset]
+    if len(matches) != 1:
+        raise InputError(f"{len(matches)} datasets match {a.dataset!r}; give more of the fingerprint"
+                         " (`python -m dpsynth ledger` lists them).")
+    d = matches[0]
+    new = PrivacyBudget(a.epsilon if a.epsilon is not None else d["total_epsilon"],
+                        a.delta if a.delta is not None else d["total_delta"])
+    e = ledger.set_total(d["dataset_id"], new, reason=a.reason)
+    print(f"{d['label']} [{d['dataset_id'][:12]}]: total ε = {e.old_epsilon:g}, δ = {e.old_delta:g}"
+          f" → ε = {e.new_epsilon:g}, δ = {e.new_delta:g} ({e.reason})")
+    return 0
+
+
+def _archive(a: argparse.Namespace) -> int:
+    from dpsynth.accounting import Ledger
+    from dpsynth.archive import Archive, archive_path_for
+
+    ledger_path = Path(a.ledger) if a.ledger else default_ledger_path()
+    if a.ledger and not ledger_path.exists():
+        from dpsynth.errors import LedgerError
+
+        raise LedgerError(f"The privacy ledger {a.ledger!r} does not exist.")
+    path = archive_path_for(ledger_path)
+    if not (path / "index.sqlite").exists():
+        if a.archive_command == "get":
+            raise InputError(f"No release archive at {str(path)!r}; nothing has been archived there.")
+        print("[]" if a.json else f"No releases archived yet (archive folder {path}).")
+        return 0
+    archive = Archive(path, ledger=Ledger(ledger_path, create=False) if ledger_path.exists() else None)
+    if a.archive_command == "get":
+        written = archive.export(a.release_id, a.out)
+        print(f"Wrote {len(written)} files of release {a.release_id} to {a.out}: {', '.join(p.name for p in written)}")
+        card = json.loads((Path(a.out) / "card.json").read_text(encoding="utf-8")) if (Path(a.out) / "card.json").exists() else {}
+        if a.rows is not None and a.rows != card.get("post_processing", {}).get("synthetic_rows"):
+            from dpsynth import noise
+            from dpsynth.archive import resample_archived
+
+            (Path(a.out) / "synthetic.csv").write_bytes(resample_archived(archive, a.release_id, a.rows,
+                                                                          rng=noise.secure_rng()))
+            print(f"synthetic.csv: {a.rows:,} new rows re-sampled from the released histogram or model (no privacy"
+                  " budget used)")
+        return 0
+    entries = archive.list(a.dataset)
+    if a.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2, ensure_ascii=False))
+        return 0
+    if not entries:
+        print(f"No releases archived yet (archive folder {path}).")
+    for e in entries:
+        why = f": {e.reason if len(e.reason) <= 160 else e.reason[:157] + '...'}" if e.status == "failed" else ""
+        print(f"{e.release_id}  {e.label} [{e.dataset_id[:12]}]  ε = {e.epsilon:g}  δ = {e.delta:g}  {e.method}"
+              f"  {e.status}{why}  {e.created}")
     return 0
 
 
@@ -262,8 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = _parser()
     a = parser.parse_args(argv)
-    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview,
-                "regress": _regress}
+    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "archive": _archive, "resample": _resample,
+                "preview": _preview, "regress": _regress}
     try:
         return handlers[a.command](a)
     except DPSynthError as exc:

@@ -19,13 +19,15 @@ class InputError(DPSynthError, ValueError):
 class BudgetExceededError(DPSynthError):
     """A spend would take a dataset past its total privacy budget; nothing was spent."""
 
-    def __init__(self, requested: str, remaining: str, dataset: str) -> None:
+    def __init__(self, requested: str, remaining: str, dataset: str, *, exhausted: tuple[str, ...] = (),
+                 advice: str = "") -> None:
         self.requested = requested
         self.remaining = remaining
         self.dataset = dataset
+        self.exhausted = exhausted  # which of "ε", "δ" does not cover the request
         super().__init__(
             "Cannot release without exceeding the privacy budget of this dataset.\n"
-            f"Requested: {requested}\nRemaining: {remaining}"
+            f"Requested: {requested}\nRemaining: {remaining}" + (f"\n{advice}" if advice else "")
         )
 
 

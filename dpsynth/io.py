@@ -20,6 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dpsynth.errors import InputError
@@ -29,6 +30,9 @@ MAX_ROWS = 2_000_000
 MAX_COLUMNS = 500
 MAX_CELL_CHARS = 10_000
 MAX_XLSX_RATIO = 100
+#: What the cells of a Parquet or Excel file may take once read (text and one pointer a cell). Reading
+#: holds about three times this at its peak (Arrow's buffers, then Python's strings).
+MAX_DECODED_BYTES = 100 * 1024 * 1024
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\0")
 
 
@@ -40,6 +44,7 @@ class Limits:
     max_rows: int = MAX_ROWS
     max_columns: int = MAX_COLUMNS
     max_cell_chars: int = MAX_CELL_CHARS
+    max_decoded_bytes: int = MAX_DECODED_BYTES
 
 
 def read_table(source: str | Path | bytes, name: str | None = None, *, limits: Limits = Limits()) -> pd.DataFrame:
@@ -246,11 +251,71 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
     if expanded > limits.max_bytes:
         raise InputError(f"{name} expands to {expanded / 2**20:,.0f} MB when decoded, more than the"
                          f" {limits.max_bytes / 2**20:,.0f} MB limit.")
+    decoded = _parquet_decoded_bytes(data, name, limits)
+    if decoded > limits.max_decoded_bytes:
+        raise InputError(f"{name} expands to more than {limits.max_decoded_bytes / 2**20:,.0f} MB of cells when decoded"
+                         f" (at least {decoded / 2**20:,.0f} MB; a few kilobytes of dictionary- or run-length-encoded values can"
+                         " stand for gigabytes); refusing a possible decompression bomb.")
     try:
         df = pd.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow raises many types for a broken file
         raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
     return df
+
+
+def _parquet_decoded_bytes(data: bytes, name: str, limits: Limits) -> int:
+    """What the cells take once decoded, stopping as soon as it passes ``limits.max_decoded_bytes``.
+
+    Dictionary and run-length encodings let a small file declare small pages that decode to a
+    huge table (one 1,000-character value repeated a million times: 110 KB on disk, 1 GB of text),
+    so the footer's sizes are not enough. Text columns are read one column chunk at a time *as
+    dictionaries* (indices and distinct values, never the repeated text), and their decoded length
+    is the sum of the dictionary lengths taken at the indices; fixed-width columns count 8 bytes a
+    cell. Nested columns (lists, structs, maps) are refused: a table cell holds one value.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(io.BytesIO(data))
+    fields = list(pf.schema_arrow)
+    for f in fields:
+        if pa.types.is_nested(f.type):
+            raise InputError(f"{name}: column {f.name!r} holds nested values ({f.type}); flatten it to one value a cell.")
+    text = [f.name for f in fields
+            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)
+            or pa.types.is_large_binary(f.type) or pa.types.is_dictionary(f.type)]
+    total = 0
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data), read_dictionary=text)
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            total += 8 * n * len(fields)  # a pointer or a number per cell
+            for c in text:
+                col = pf.read_row_group(g, columns=[c]).column(0)
+                for chunk in col.chunks:
+                    if not isinstance(chunk, pa.DictionaryArray):
+                        chunk = chunk.dictionary_encode()
+                    dictionary = chunk.dictionary
+                    if pa.types.is_dictionary(dictionary.type) or not (
+                            pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type)
+                            or pa.types.is_binary(dictionary.type) or pa.types.is_large_binary(dictionary.type)):
+                        dictionary = dictionary.cast(pa.string())
+                    lengths = pc.binary_length(dictionary).cast(pa.int64())
+                    total += int(pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0)
+                if total > limits.max_decoded_bytes:
+                    return total
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow raises many types for a broken file
+        raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
+    return total
+
+
+#: What one cell of a sheet costs once read (a Python object and the pointers to it), besides its text.
+_XLSX_CELL_BYTES = 64
+#: What an empty cell costs when a row is padded to the widest row (a pointer in a list and an array).
+_XLSX_PAD_BYTES = 16
 
 
 def _read_excel(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, list[str]]:
@@ -262,6 +327,9 @@ def _read_excel(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, l
     # zipfile never inflates a member beyond its declared size, so the declared total bounds the work
     if total > limits.max_bytes or total > MAX_XLSX_RATIO * max(1, len(data)):
         raise InputError(f"{name} expands to {total / 2**20:,.0f} MB when unzipped; refusing a possible zip bomb.")
+    from dpsynth.xlsx_scan import scan_first_sheet
+
+    scan_first_sheet(data, name, limits=limits, cell_bytes=_XLSX_CELL_BYTES, pad_bytes=_XLSX_PAD_BYTES)
     try:
         raw = pd.read_excel(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], header=None,
                             nrows=limits.max_rows + 2)
@@ -288,11 +356,24 @@ def _check_shape(df: pd.DataFrame, name: str, limits: Limits, header: list[str] 
     for c in df.columns:
         if pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype):
             continue
-        lengths = df[c].astype("string").str.len()
+        lengths = _cell_lengths(df[c])
         longest = lengths.max(skipna=True)
         if len(lengths) and pd.notna(longest) and longest > limits.max_cell_chars:
             row = int(lengths.to_numpy(dtype=float, na_value=0).argmax()) + 1
             raise InputError(f"{name}: a cell of column {c!r} (row {row}) is longer than {limits.max_cell_chars:,} characters.")
+
+
+def _cell_lengths(col: pd.Series) -> pd.Series:
+    """Characters in each cell (missing: NA). A categorical column (Parquet's dictionary columns) is
+    measured on its categories, never expanded to one string a cell."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        per_category = col.cat.categories.astype("string").str.len().to_numpy(dtype=float, na_value=np.nan)
+        codes = col.cat.codes.to_numpy()
+        out = np.full(len(codes), np.nan)
+        present = codes >= 0
+        out[present] = per_category[codes[present]]
+        return pd.Series(out, index=col.index)
+    return col.astype("string").str.len()
 
 
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"

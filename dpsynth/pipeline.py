@@ -20,6 +20,7 @@ one could foresee (a full disk, a killed process) can fail, and the error says t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable
@@ -98,6 +99,7 @@ def run(
     progress: Progress | None = None,
     outputs: Outputs | None = None,
     on_charged: Callable[[str], None] | None = None,
+    archive: Any = None,
 ) -> Any:
     """Run one release of ``source`` (a DataFrame or a CSV/Parquet/Excel path) and return its
     :class:`dpsynth.release.Release`.
@@ -139,39 +141,66 @@ def run(
         raise InputError("Name the dataset (dataset_id) to record this release in the privacy ledger.")
     release_id = uuid.uuid4().hex if secure else f"seeded-{seed if seed is not None else 'rng'}"
 
-    # ---- charge: durable, before any noise
-    estimates: dict[str, Any] | None = None
-    if ledger is not None:
-        ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
-        say(0.45, "Recording the spend in the privacy ledger")
-        ledger.charge(ds, PrivacyBudget(request.epsilon, request.delta), mechanism=_ledger_mechanism(plan),
-                      purpose=purpose)
-        estimates = _estimate_spends(ledger, ds, request)
-        if on_charged is not None:
-            on_charged(ds)
+    # ---- charge: durable, before any noise; the archive's pending entry first, so a charged release
+    # is always found there, complete or failed with the reason (dpsynth.archive)
+    recording = (archive.recording(dataset_id=ds, label=dataset_label, epsilon=request.epsilon, delta=request.delta,
+                                   method=plan.method) if archive is not None else contextlib.nullcontext(None))
+    with recording as rec:
+        estimates: dict[str, Any] | None = None
+        if ledger is not None:
+            ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
+            say(0.45, "Recording the spend in the privacy ledger")
+            ledger.charge(ds, PrivacyBudget(request.epsilon, request.delta), mechanism=_ledger_mechanism(plan),
+                          purpose=purpose)
+            estimates = _estimate_spends(ledger, ds, request)
+            if on_charged is not None:
+                on_charged(ds)
 
-    # ---- measure
-    say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
-    result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
-    post_seed = post_processing_seed(rng)
-    rows = plan.synthetic_rows(result.noisy_total)
-    card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
-                      created=created if created is not None else (None if secure else "reproducible (seeded) release"),
-                      label=dataset_label, release_id=release_id, ledger_state=estimates)
-    rel = Release(result=result, card=card, schema=plan.schema, rows=rows, post_seed=post_seed, plan=plan,
-                  report=counted.report)
+        # ---- measure
+        say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
+        result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
+        post_seed = post_processing_seed(rng)
+        rows = plan.synthetic_rows(result.noisy_total)
+        card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
+                          created=created if created is not None else (None if secure else "reproducible (seeded) release"),
+                          label=dataset_label, release_id=release_id, ledger_state=estimates)
+        rel = Release(result=result, card=card, schema=plan.schema, rows=rows, post_seed=post_seed, plan=plan,
+                      report=counted.report)
 
-    # ---- write
-    try:
-        _write(rel, outputs, lambda f, m: say(0.85 + 0.15 * f, m))
-    except (OSError, MemoryError) as exc:
-        what = f"out of memory ({exc})" if isinstance(exc, MemoryError) or "alloc" in str(exc) else str(exc)
-        raise ReleaseWriteError(
-            f"The release was made and its spend stays recorded in the ledger, but writing its files failed: {what}."
-            " Nothing more will be spent to write them again: re-create them from the release archive."
-        ) from exc
+        # ---- write
+        try:
+            _write(rel, outputs, lambda f, m: say(0.85 + 0.15 * f, m))
+        except (OSError, MemoryError) as exc:
+            what = f"out of memory ({exc})" if isinstance(exc, MemoryError) or "alloc" in str(exc) else str(exc)
+            if rec is not None:  # the release itself is kept: its tables, card and seed re-create every file
+                rel.archive_id = rec.complete(_archive_files(rel, None)).release_id
+            raise ReleaseWriteError(
+                f"The release was made and its spend stays recorded in the ledger, but writing its files failed: {what}."
+                " Nothing more will be spent to write them again: re-create them from the release archive"
+                + (f" (python -m dpsynth archive get {rel.archive_id} --out DIR)." if rel.archive_id else ".")
+            ) from exc
+        if rec is not None:
+            say(0.98, "Keeping the release in the archive")
+            rel.archive_id = rec.complete(_archive_files(rel, outputs.paths().get("synthetic"))).release_id
     say(1.0, "Done")
     return rel
+
+
+def _archive_files(rel: Any, synthetic_path: Path | None) -> dict[str, bytes | Path]:
+    """What the archive keeps: every released table, the schema and the card (whose post-processing seed
+    re-creates the synthetic rows byte for byte), and the synthetic file as written (or made in memory)."""
+    from dpsynth.card import card_json, card_markdown
+
+    files: dict[str, bytes | Path] = {**rel.result.files(), "schema.json": rel.schema.to_json().encode("utf-8"),
+                                      "card.json": card_json(rel.card).encode("utf-8"),
+                                      "card.md": card_markdown(rel.card).encode("utf-8")}
+    if synthetic_path is not None and synthetic_path.suffix.lower() in ("", ".csv") and synthetic_path.exists():
+        files["synthetic.csv"] = synthetic_path
+    elif synthetic_path is None or synthetic_path.suffix.lower() in ("", ".csv"):
+        files["synthetic.csv"] = rel.synthetic_bytes()
+    else:  # Parquet written for the curator: the archive keeps the CSV form too (same rows)
+        files["synthetic.csv"] = rel.synthetic_bytes()
+    return {"synthetic.csv": files.pop("synthetic.csv"), **files}
 
 
 def dataset_identity(source: Any) -> str:

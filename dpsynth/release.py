@@ -53,6 +53,7 @@ class Release:
     post_seed: int
     plan: Any = None
     report: EncodingReport = field(default_factory=EncodingReport)
+    archive_id: str | None = None  # the release's id in the release archive, when one kept it
     _synthetic: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -212,6 +213,7 @@ def release(
     created: str | None = None,
     progress: Progress | None = None,
     threshold: int = 1,
+    archive: Any = None,
 ) -> Release:
     """Release a noisy histogram (or noisy marginals) of a DataFrame and synthetic rows sampled from it.
 
@@ -230,7 +232,8 @@ def release(
                          method=method, rows=rows, expected_rows=expected_rows, id_column=id_column,
                          max_contributions=max_contributions, threshold=threshold)
     return run(df, req, engine="pandas", rng=rng, seed=seed, ledger=ledger, dataset_id=dataset_id,
-               dataset_label=dataset_label, budget=budget, purpose=purpose, created=created, progress=progress)
+               dataset_label=dataset_label, budget=budget, purpose=purpose, created=created, progress=progress,
+               archive=archive)
 
 
 def release_from_source(
@@ -258,6 +261,7 @@ def release_from_source(
     threshold: int = 1,
     sparse_method: str = "auto",
     method: Method = "histogram",
+    archive: Any = None,
 ) -> Release:
     """The same release counted on an engine (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from
     ``source`` (a CSV/Parquet path, or a table native to the engine); only the counts come back.
@@ -270,7 +274,7 @@ def release_from_source(
                          sparse_method=sparse_method)
     return run(source, req, engine=engine, engine_options=engine_options, rng=rng, seed=seed, ledger=ledger,
                dataset_id=dataset_id, dataset_label=dataset_label, budget=budget, purpose=purpose, created=created,
-               progress=progress, outputs=Outputs(synthetic=synthetic_path))
+               progress=progress, outputs=Outputs(synthetic=synthetic_path), archive=archive)
 
 
 def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:

@@ -54,6 +54,7 @@ class AppState:
     sample: str | None = None  # name of the bundled sample, if one is loaded
     upload_id: str | None = None  # the uploaded file last read, so reruns do not read it again
     dataset_id: str | None = None  # dpsynth.identity.table_identity, the dataset's key in the ledger
+    loaded_datasets: list[str] = field(default_factory=list)  # every dataset this session loaded (ledger visibility)
     source_path: Path | None = None  # a large server file counted by DuckDB; ``data`` holds its first rows only
     load_error: str | None = None
     # --- schema (public)
@@ -123,6 +124,8 @@ class AppState:
         # one budget per table, whichever file format or interface brought it (dpsynth.identity);
         # a server file is read whole from its path (df is then only its first rows)
         self.dataset_id = table_identity(source if isinstance(source, str | Path) else df)
+        if self.dataset_id not in self.loaded_datasets:
+            self.loaded_datasets.append(self.dataset_id)
         if public_schema is not None:
             self.schema_table = schema_to_table(public_schema, list(map(str, df.columns)))
             self.left_out = [c for c in map(str, df.columns) if c not in public_schema.names]

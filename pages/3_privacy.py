@@ -85,17 +85,28 @@ def budget_section(state: AppState) -> None:
         total = ledger.total(state.dataset_id) if state.dataset_id else None
         spent = ledger.spent(state.dataset_id) if state.dataset_id else PrivacyBudget(0.0)
         if total is None:
-            state.total_epsilon = st.number_input("Total ε this dataset may ever spend", min_value=0.01, max_value=100.0,
+            t1, t2 = st.columns(2)
+            state.total_epsilon = t1.number_input("Total ε this dataset may ever spend", min_value=0.01, max_value=100.0,
                                                   value=float(state.total_epsilon), format="%g", key="privacy_total")
+            state.total_delta = t2.number_input("Total δ this dataset may ever spend", min_value=0.0, max_value=1e-3,
+                                                value=float(state.total_delta), format="%.1e", key="privacy_total_delta",
+                                                help="Gaussian noise and private estimates spend δ; 0 allows Laplace only.")
             st.caption("This dataset is not in the ledger yet; the total is recorded with the first spend.")
             total = state.budget()
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         c1.metric("total ε", f"{total.epsilon:g}")
         c2.metric("spent so far", f"{spent.epsilon:g}")
         left = total - spent
-        c3.metric("left", f"{left.epsilon:g}")
+        c3.metric("ε left", f"{left.epsilon:g}")
+        c4.metric("δ left", f"{left.delta:.2g}", help=f"of a total δ = {total.delta:.2g}; Gaussian noise and private"
+                  " estimates spend δ, Laplace noise spends none")
         if state.epsilon > left.epsilon + 1e-9:
-            st.error(f"ε = {state.epsilon:g} is more than what is left ({left.epsilon:g}); the release would be refused.")
+            st.error(f"ε = {state.epsilon:g} is more than the ε left ({left.epsilon:g}); the release would be refused."
+                     " Choose a smaller ε, or raise the total (with a reason) on the Ledger page.")
+        if state.spend_delta() > left.delta + 1e-15:
+            st.error(f"δ = {state.spend_delta():g} is more than the δ left ({left.delta:.2g}); the release would be"
+                     " refused. Choose Laplace noise (δ = 0) or a smaller δ, or raise the total δ (with a reason) on"
+                     " the Ledger page.")
 
 
 def preview_section(state: AppState) -> None:

@@ -181,12 +181,17 @@ def test_privacy_page_guidance_budget_and_preview(ledger_path: Path) -> None:
     no_exception(at)
     assert at.number_input(key="privacy_delta").value == pytest.approx(1e-6)
     labels = {m.label for m in at.metric}
-    assert {"total ε", "spent so far", "left"} <= labels
+    assert {"total ε", "spent so far", "ε left", "δ left"} <= labels
     assert any("noise per cell" in m.label for m in at.metric)
     assert not ledger_path.exists() or Ledger(ledger_path).spends() == []  # previews spend nothing
     at.number_input(key="privacy_epsilon").set_value(10.0).run()  # more than the default total of 4
     no_exception(at)
     assert any("would be refused" in e.value for e in at.error)
+    at.number_input(key="privacy_epsilon").set_value(1.0)
+    at.number_input(key="privacy_total_delta").set_value(0.0).run()  # a total δ of 0: Gaussian noise is refused
+    no_exception(at)
+    assert state_of(at).total_delta == 0.0
+    assert any("more than the δ left" in e.value and "Laplace" in e.value for e in at.error)
 
 
 # ---------------------------------------------------------------- Release

@@ -21,6 +21,8 @@ def files(tmp_path, small_df, small_schema):
     small_df.to_csv(data, index=False)
     schema = tmp_path / "schema.json"
     schema.write_text(small_schema.to_json())
+    for name in ("ledger.sqlite", "l.sqlite", "one.sqlite"):  # a ledger named with --ledger must exist
+        assert main(["ledger", "init", "--ledger", str(tmp_path / name)]) == 0
     return tmp_path, data, schema
 
 

@@ -310,6 +310,7 @@ def test_cli_engine_flag(files: dict, tmp_path, capsys: pytest.CaptureFixture) -
     schema_path.write_text(small_schema_for_release().to_json(), encoding="utf-8")
     base = ["release", str(files["parquet"]), "--schema", str(schema_path), "--epsilon", "1", "--seed", "1",
             "--ledger", str(tmp_path / "l.sqlite"), "--out", str(tmp_path / "o.csv")]
+    assert main(["ledger", "init", "--ledger", str(tmp_path / "l.sqlite")]) == 0
     assert main([*base, "--engine", "duckdb", "--progress", "--histogram-out", str(tmp_path / "h.csv")]) == 0
     captured = capsys.readouterr()
     assert "duckdb engine" in captured.out and "100%" in captured.err
@@ -497,6 +498,7 @@ def test_cli_marginals_on_duckdb_writes_rows_marginals_and_model(files: dict, tm
     schema_path = tmp_path / "s.json"
     schema_path.write_text(small_schema_for_release().to_json(), encoding="utf-8")
     out, model = tmp_path / "o.csv", tmp_path / "model.json"
+    assert main(["ledger", "init", "--ledger", str(tmp_path / "l.sqlite")]) == 0
     assert main(["release", str(files["parquet"]), "--schema", str(schema_path), "--epsilon", "1", "--delta", "1e-6",
                  "--seed", "1", "--ledger", str(tmp_path / "l.sqlite"), "--out", str(out), "--engine", "duckdb",
                  "--method", "marginals", "--histogram-out", str(tmp_path / "m.csv"), "--model-out", str(model),

@@ -54,8 +54,10 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _cli_zip(stored: dict[str, Path], source: Path, engine: str, tmp: Path, *extra: str) -> tuple[bytes, bytes]:
     out, z = tmp / f"syn-{engine}-{source.suffix[1:]}.csv", tmp / f"r-{engine}-{source.suffix[1:]}.zip"
+    ledger = tmp / f"l-{uuid.uuid4().hex}.sqlite"
+    assert main(["ledger", "init", "--ledger", str(ledger)]) == 0
     code = main(["release", str(source), "--schema", str(stored["schema"]), "--epsilon", "1", "--delta", "1e-6",
-                 "--seed", "11", "--ledger", str(tmp / f"l-{uuid.uuid4().hex}.sqlite"), "--out", str(out),
+                 "--seed", "11", "--ledger", str(ledger), "--out", str(out),
                  "--zip-out", str(z), "--engine", engine, *extra])
     assert code == 0
     return out.read_bytes(), z.read_bytes()
@@ -200,6 +202,7 @@ def test_refusable_inputs_exit_2_with_one_line_and_charge_nothing(stored: dict[s
         if engine == "duckdb" and name == "ID column on DuckDB":
             continue
         ledger = tmp_path / f"ledger-{engine}-{abs(hash(name))}.sqlite"
+        assert main(["ledger", "init", "--ledger", str(ledger)]) == 0
         source, schema = str(stored["csv"]), str(stored["schema"])
         args = list(extra)
         if args and args[0] == "@input":
