@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--threshold", type=int, default=1,
                    help="duckdb/spark: report noisy counts below this as 0 (post-processing; keeps huge domains sparse)")
     r.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    r.add_argument("--accept-data-derived-schema", action="store_true",
+                   help="publish schema values read off the data (not private; the card says so)")
 
     s = sub.add_parser("schema", help="draft a schema from a file (NOT private: edit before use)")
     s.add_argument("input")
@@ -95,6 +97,11 @@ def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | N
 
 def _release(a: argparse.Namespace) -> int:
     from dpsynth.engines import default_engine
+    from dpsynth.provenance import refuse_data_derived
+    from dpsynth.schema import load_schema
+
+    # refused before any ledger is opened or charged
+    refuse_data_derived(load_schema(a.schema), accept=a.accept_data_derived_schema)
 
     engine = a.engine if a.engine != "auto" else default_engine(a.input)
     if engine != "pandas":
