@@ -110,7 +110,8 @@ def test_epsilon_guidance_states_the_factor() -> None:
 def test_numeric_estimate_is_charged_before_and_marked_private(tmp_path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
     df = pd.DataFrame({"age": np.random.default_rng(4).uniform(0, 100, 20_000)})
-    col = NumericColumn(name="age", lower=0, upper=5, bins=5, integer=True, provenance="data")
+    # bounds read off the data, bins chosen by the curator (kept by the estimate)
+    col = NumericColumn(name="age", lower=0, upper=5, bins=5, integer=True, provenance="data", sources={"bins": "public"})
     out = estimate_column(df, col, epsilon=2.0, outer=(0, 150), ledger=ledger, dataset_id="d",
                           budget=PrivacyBudget(4.0), rng=seeded_rng(1))
     assert out.provenance == "private" and out.integer and out.bins == 5
