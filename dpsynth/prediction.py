@@ -52,6 +52,9 @@ SKEW = 0.5
 MARGINALS_NOISE_FACTOR = 1.0
 PAIR_NOISE_FACTOR = 1.0
 STRUCTURE_FLOOR = 0.015
+#: Noise larger than the counts is partly removed by clamping and fitting: error t is read as t/(1 + t/T).
+SATURATION_ONE_WAY = 0.13
+SATURATION_TWO_WAY = 0.3
 #: Above this predicted mean one-column TVD a release is poor (a synthetic column far off its real shares).
 POOR_ONE_WAY_TVD = 0.1
 #: Above this predicted mean two-column TVD the relations between columns are mostly lost.
@@ -106,6 +109,10 @@ def predict_utility(
 def _tvd(cells: float, variance_per_cell: float, n: int) -> float:
     """½·E‖error‖₁/n for ``cells`` counts each off by a normal error of the given variance."""
     return min(1.0, 0.5 * cells * math.sqrt(2.0 * variance_per_cell / math.pi) / n)
+
+
+def _saturate(t: float, limit: float) -> float:
+    return t / (1.0 + t / limit)
 
 
 def _sampling_variance(cells: float, n: int) -> float:
@@ -165,7 +172,7 @@ def _marginals(sizes: list[int], epsilon: float, delta: float, rel: Neighbours, 
         others = [s for i, s in enumerate(sizes) if i != j]
         s_other = sum(others) / len(others) if others else 1.0
         precision = 1.0 / v1 + (per_col / (s_other * vr) if rounds else 0.0)
-        return MARGINALS_NOISE_FACTOR * _tvd(sizes[j], 1.0 / precision, n)
+        return _saturate(MARGINALS_NOISE_FACTOR * _tvd(sizes[j], 1.0 / precision, n), SATURATION_ONE_WAY)
 
     def one(j: int) -> float:
         return min(1.0, math.hypot(noise_tvd(j), _tvd(sizes[j], _sampling_variance(sizes[j], n), n)))
@@ -173,6 +180,39 @@ def _marginals(sizes: list[int], epsilon: float, delta: float, rel: Neighbours, 
     def pair(a: int, b: int) -> float:
         cells = sizes[a] * sizes[b]
         floor = math.hypot(STRUCTURE_FLOOR, _tvd(cells, _sampling_variance(cells, n), n))
-        return min(1.0, math.hypot(PAIR_NOISE_FACTOR * (noise_tvd(a) + noise_tvd(b)), floor))
+        noisy = _saturate(PAIR_NOISE_FACTOR * (noise_tvd(a) + noise_tvd(b)), SATURATION_TWO_WAY)
+        return min(1.0, math.hypot(noisy, floor))
 
     return one, pair, noise
+
+
+def cell_count_words(n_cells: int) -> str:
+    """The domain size for people: "1,200" or "about 10^17" for astronomically large ones."""
+    return f"{n_cells:,}" if n_cells < 10**9 else f"about 10^{len(str(n_cells)) - 1}"
+
+
+def noise_sentence(prediction: Prediction) -> str:
+    """What noise the method adds, in one or two plain sentences (no formulas)."""
+    p, z = prediction, prediction.noise
+    if p.method == "histogram":
+        return (f"Every one of the {cell_count_words(z['cells'])} cells of the full histogram gets its own random noise,"
+                f" typically about ±{z['noise_std_per_cell']:,.1f} people; the synthetic rows are drawn from those"
+                " noisy counts.")
+    return (f"The marginals method releases small tables instead of the full histogram: one count table per column,"
+            f" each count off by about ±{z['one_way_std']:,.0f} people, and {z['rounds']} tables of two columns,"
+            f" each count off by about ±{z['round_std']:,.0f}. The synthetic rows come from a model fitted to all of"
+            " them, which evens out much of that noise.")
+
+
+def prediction_curve(
+    schema: Schema, epsilons: list[float], delta: float = 0.0, neighbours: Neighbours | str = Neighbours.ADD_REMOVE, *,
+    max_contributions: int = 1, mechanism: str = "auto", method: str = "auto", expected_rows: int | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`predict_utility` at each ε: rows of ε, method, expected one- and two-column TVD (public inputs only)."""
+    out = []
+    for eps in epsilons:
+        p = predict_utility(schema, eps, delta, neighbours, max_contributions=max_contributions, mechanism=mechanism,
+                            method=method, expected_rows=expected_rows)
+        out.append({"epsilon": float(eps), "method": p.method, "one_way_tvd": p.one_way_tvd,
+                    "two_way_tvd": p.two_way_tvd})
+    return out
