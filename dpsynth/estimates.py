@@ -220,17 +220,16 @@ def _draw(data: pd.DataFrame, column: Column, amount: PrivacyBudget, outer: tupl
         )
     # Values outside the released list go to the missing cell: rare categories stay hidden.
     col = CategoricalColumn(name=name, categories=tuple(found.categories), missing=True, on_unknown="missing",
-                            provenance="private", sources={"missing": "public"})
+                            provenance="private")
     return Estimate(col, tuple(notes), amount.epsilon, amount.delta)
 
 
 def _numeric(column: NumericColumn, lower: float, upper: float) -> NumericColumn:
     """The column on new bounds (its whole-number or decimals grid kept), with as many of its bins as
-    still hold a grid value each. A bin count or missing flag that was read off the data is replaced
-    by a public default (DEFAULT_BINS bins; missing values allowed)."""
+    still hold a grid value each. A bin count read off the data is replaced by the public default
+    DEFAULT_BINS."""
     src = field_sources(column)
     bins = column.bins if src["bins"] != "data" else DEFAULT_BINS
-    missing, missing_src = (column.missing, src["missing"]) if src["missing"] != "data" else (True, "public")
     d = column.grid_decimals
     if d is not None:
         scale = 10**d
@@ -239,8 +238,8 @@ def _numeric(column: NumericColumn, lower: float, upper: float) -> NumericColumn
         try:
             bins_src = src["bins"] if bins == column.bins and src["bins"] != "data" else "private"
             return NumericColumn(name=column.name, lower=lower, upper=upper, bins=bins, integer=column.integer,
-                                 decimals=column.decimals, missing=missing, provenance="private",
-                                 sources={"bins": bins_src, "missing": missing_src})
+                                 decimals=column.decimals, missing=column.missing, provenance="private",
+                                 sources={"bins": bins_src})
         except InputError:
             if bins == 1:
                 raise

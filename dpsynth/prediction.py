@@ -50,11 +50,12 @@ DEFAULT_ROWS = 10_000
 SKEW = 0.5
 #: Fitted on Adult (see the module docstring).
 MARGINALS_NOISE_FACTOR = 1.0
-PAIR_NOISE_FACTOR = 1.0
-STRUCTURE_FLOOR = 0.015
-#: Noise larger than the counts is partly removed by clamping and fitting: error t is read as t/(1 + t/T).
-SATURATION_ONE_WAY = 0.13
-SATURATION_TWO_WAY = 0.3
+PAIR_NOISE_FACTOR = 1.5
+STRUCTURE_FLOOR = 0.018
+#: Noise larger than the counts is partly removed by clamping and fitting: error t is read as t/√(1 + t/T),
+#: linear while t ≪ T and growing like √(T·t) beyond (it never caps: a very noisy release stays very poor).
+SATURATION_ONE_WAY = 0.07
+SATURATION_TWO_WAY = 0.4
 #: Above this predicted mean one-column TVD a release is poor (a synthetic column far off its real shares).
 POOR_ONE_WAY_TVD = 0.1
 #: Above this predicted mean two-column TVD the relations between columns are mostly lost.
@@ -112,7 +113,7 @@ def _tvd(cells: float, variance_per_cell: float, n: int) -> float:
 
 
 def _saturate(t: float, limit: float) -> float:
-    return t / (1.0 + t / limit)
+    return t / math.sqrt(1.0 + t / limit)
 
 
 def _sampling_variance(cells: float, n: int) -> float:

@@ -1,7 +1,7 @@
 """Where each schema value came from, and what a release does about values read off the data.
 
-Every field of a column (a bound, the number of bins, the list of categories, whether missing
-values are allowed) carries its own provenance (:attr:`dpsynth.schema.NumericColumn.sources`):
+Every field of a column (a bound, the number of bins, the list of categories) carries its own
+provenance (:attr:`dpsynth.schema.NumericColumn.sources`):
 ``public`` (the curator's knowledge), ``private`` (a DP estimate charged to the budget) or
 ``data`` (read off the table without a DP mechanism). A ``data`` value is not private: a bound
 taken from the maximum *is* one person's value (lecture notes on differential privacy: "M =
@@ -18,8 +18,7 @@ from dpsynth.schema import Schema
 
 #: How a field is named to a curator.
 FIELD_WORDS: dict[str, str] = {
-    "lower": "lower bound", "upper": "upper bound", "bins": "number of bins", "missing": "whether values can be missing",
-    "categories": "categories",
+    "lower": "lower bound", "upper": "upper bound", "bins": "number of bins", "categories": "categories",
 }
 
 

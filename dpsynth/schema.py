@@ -8,8 +8,8 @@ proposed from the data (:func:`dpsynth.drafting.draft_schema`) marks such values
 ``provenance="data"`` so that the UI and the release card can warn that they are not private
 (lecture notes on differential privacy: "M = max|x_i| is not allowed!!!").
 
-Provenance is kept per field (``lower``, ``upper``, ``bins``, ``missing``; ``categories``,
-``missing``) in ``sources``; ``provenance`` is the column's summary (``data`` if any field is).
+Provenance is kept per field (``lower``, ``upper``, ``bins``; ``categories``) in ``sources``;
+``provenance`` is the column's summary (``data`` if any field is).
 The JSON form writes ``"sources"`` only when the fields differ; a file with the older
 per-column ``"provenance"`` alone loads with that provenance on every field.
 
@@ -36,8 +36,8 @@ from dpsynth.errors import InputError
 
 Provenance = Literal["public", "data", "private"]
 #: The fields of a column that carry their own provenance (where the value came from).
-NUMERIC_FIELDS: tuple[str, ...] = ("lower", "upper", "bins", "missing")
-CATEGORICAL_FIELDS: tuple[str, ...] = ("categories", "missing")
+NUMERIC_FIELDS: tuple[str, ...] = ("lower", "upper", "bins")
+CATEGORICAL_FIELDS: tuple[str, ...] = ("categories",)
 UnknownPolicy = Literal["error", "missing", "drop"]
 PROVENANCES: tuple[str, ...] = ("public", "data", "private")
 UNKNOWN_POLICIES: tuple[str, ...] = ("error", "missing", "drop")
@@ -265,7 +265,7 @@ class Schema:
         return Schema(tuple(column if c.name == column.name else c for c in self.columns))
 
     def data_derived(self) -> list[str]:
-        """Columns with at least one field (bound, bins, categories, missing) taken from the data (not private)."""
+        """Columns with at least one field (bound, bins, categories) taken from the data (not private)."""
         return [c.name for c in self.columns if c.provenance == "data"]
 
     def data_derived_fields(self) -> list[tuple[str, str]]:
@@ -435,7 +435,7 @@ def _normalise_sources(col: Any, fields: tuple[str, ...]) -> None:
 
 
 def field_sources(col: Column) -> dict[str, str]:
-    """Each field's provenance (``lower``/``upper``/``bins``/``missing`` or ``categories``/``missing``)."""
+    """Each field's provenance (``lower``/``upper``/``bins``, or ``categories``)."""
     return dict(col.sources)
 
 

@@ -90,7 +90,7 @@ def test_estimate_notes_left_out_categories_from_noisy_output(tmp_path) -> None:
                    budget=PrivacyBudget(10, 1e-3), rng=seeded_rng(2))
     assert set(est.column.categories) == {"a", "b"}
     assert any("left out" in n for n in est.notes)
-    assert field_sources(est.column) == {"categories": "private", "missing": "public"}
+    assert field_sources(est.column) == {"categories": "private"}
 
 
 def test_estimate_notes_a_too_narrow_outer_range(tmp_path) -> None:
@@ -104,8 +104,8 @@ def test_estimate_notes_a_too_narrow_outer_range(tmp_path) -> None:
     ok = estimate(df, col, epsilon=1.0, outer=(0, 100_000), ledger=Ledger(tmp_path / "m.sqlite"), dataset_id="d",
                   budget=PrivacyBudget(10), rng=seeded_rng(4))
     assert not ok.notes
-    # bins read off the data are replaced by the public default; missing becomes allowed (public choice)
-    assert ok.column.bins == 10 and ok.column.missing and ok.column.provenance == "private"
+    # bins read off the data are replaced by the public default
+    assert ok.column.bins == 10 and ok.column.provenance == "private"
 
 
 def test_estimate_flagged_splits_one_budget_one_entry_per_column(tmp_path) -> None:
@@ -151,9 +151,9 @@ def test_noisy_count_margin_is_a_95_percent_bound() -> None:
 def test_sources_per_field_and_old_json_loads() -> None:
     old = Schema.from_dict({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 5, "bins": 5,
                                          "provenance": "data"}]})
-    assert field_sources(old.columns[0]) == {"lower": "data", "upper": "data", "bins": "data", "missing": "data"}
+    assert field_sources(old.columns[0]) == {"lower": "data", "upper": "data", "bins": "data"}
     edited = old.replace(with_sources(old.columns[0], upper="public"))
-    assert edited.data_derived_fields() == [("a", "lower"), ("a", "bins"), ("a", "missing")]
+    assert edited.data_derived_fields() == [("a", "lower"), ("a", "bins")]
     again = Schema.from_json(edited.to_json())
     assert again == edited
     with pytest.raises(InputError, match="unknown field"):
