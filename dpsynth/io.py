@@ -169,7 +169,8 @@ def _sentence_like(text: str) -> bool:
 
 def _check_table_like(head: str, sep: str, header: list[str], name: str) -> None:
     """Refuse a file that is not a table (prose renamed .csv): a single column whose header or lines read
-    like sentences, or first lines whose numbers of fields mostly differ from the header's."""
+    like sentences, a header and lines made mostly of sentences, or first lines whose numbers of fields
+    mostly differ from the header's."""
     reader = csv.reader(io.StringIO(head, newline=""), delimiter=sep, quotechar='"', doublequote=True)
     records: list[list[str]] = []
     try:
@@ -191,6 +192,13 @@ def _check_table_like(head: str, sep: str, header: list[str], name: str) -> None
                 " sentences. Upload a CSV with one row per record and a header row of column names."
             )
         return
+    cells = [c for r in body for c in r]
+    if (sum(len(h.split()) >= 4 for h in header) * 2 > len(header)
+            and cells and sum(len(c.split()) >= 4 for c in cells) * 2 > len(cells)):
+        raise InputError(
+            f"{not_table}: the header and the lines read like sentences, not column names and values. Upload a CSV"
+            " with one row per record and a header row of column names."
+        )
     ragged = [len(r) for r in body if len(r) != len(header)]
     if body and len(ragged) * 2 > len(body):
         shown = ", ".join(str(n) for n in sorted(set(ragged))[:5])
