@@ -6,12 +6,11 @@ import streamlit as st
 
 from dpsynth.errors import DPSynthError
 from dpsynth.estimates import estimate, estimate_flagged
-from dpsynth.mechanisms import calibrate
+from dpsynth.prediction import cell_count_words, predict_utility
 from dpsynth.provenance import data_derived_summary
-from dpsynth.release import choose_method
 from dpsynth.schema import Schema
 from dpsynth.ui_state import SOURCE_LABELS, AppState, editor_view, get_state, show_errors
-from dpsynth.utility import accuracy_preview
+from dpsynth.verdicts import utility_verdict
 
 COLUMN_CONFIG = {
     "include": st.column_config.CheckboxColumn("include?", help="Put this column in the release."),
@@ -196,26 +195,17 @@ def main() -> None:
         st.markdown("#### Size of the histogram")
         sizes = " × ".join(f"{c.n_cells}" for c in schema.columns)
         cells = schema.n_cells
-        st.metric("cells (combinations of all columns)", f"{cells:,}" if cells < 10**15 else f"about 10^{len(str(cells)) - 1}",
+        st.metric("cells (combinations of all columns)", cell_count_words(cells),
                   help=f"{sizes} (each column's cells multiplied)")
         with show_errors():
-            prev = accuracy_preview(schema, state.epsilon, state.spend_delta(), state.neighbours, state.mechanism,
-                                    expected_rows=state.expected_rows)
-            mech = calibrate(state.epsilon, state.spend_delta(), state.neighbours, state.max_contributions,
-                             kind=state.mechanism)
-            method, why = choose_method(schema, mech, state.method, state.expected_rows)
-            for w in prev["warnings"]:
-                if method == "marginals":
-                    st.info(f"A full histogram would be too sparse at ε = {state.epsilon:g}, so this release will use"
-                            f" the **marginals** method ({why}): it measures small tables of one or two columns"
-                            " and builds the synthetic data from them.")
-                else:
-                    st.warning(f"Too sparse at ε = {state.epsilon:g}: {w}")
-            if not state.expected_rows:
-                st.caption("Give a rough public guess of the number of rows on the Privacy page to get a sparsity check.")
-            elif not prev["warnings"]:
-                st.caption(f"About {prev['rows_per_cell']:,.3g} rows per cell against noise of ±{prev['noise_std']:.1f}"
-                           f" per cell at ε = {state.epsilon:g}: fine.")
+            pred = predict_utility(schema, state.epsilon, state.spend_delta(), state.neighbours,
+                                   max_contributions=state.max_contributions, mechanism=state.mechanism,
+                                   method=state.method, expected_rows=state.expected_rows)
+            verdict = utility_verdict(pred, schema)
+            if verdict.ok:
+                st.caption(f"At ε = {state.epsilon:g}: " + pred.summary())
+            else:
+                st.warning(f"At ε = {state.epsilon:g}: {verdict.message} " + " ".join(verdict.advice))
         estimate_panel(state, schema)
     else:
         estimate_panel(state, None)
