@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpsynth.accounting import Ledger, PrivacyBudget
@@ -173,3 +175,16 @@ def test_refusal_names_columns_and_fields_and_acceptance_warns() -> None:
     warning = data_derived_warning(schema)
     assert warning is not None and warning.startswith("NOT PRIVATE") and "age (lower bound)" in warning
     assert data_derived_warning(Schema((NumericColumn(name="b", lower=0, upper=1, bins=1),))) is None
+
+
+@given(st.lists(st.sampled_from(["public", "data", "private"]), min_size=4, max_size=4))
+def test_sources_round_trip_and_summary(provs: list[str]) -> None:
+    """Any per-field sources survive JSON, and the summary is 'data' exactly when a field is."""
+    num = NumericColumn(name="n", lower=0, upper=1, bins=2, sources=dict(zip(("lower", "upper", "bins"), provs[:3],
+                                                                             strict=True)))
+    cat = CategoricalColumn(name="c", categories=("a",), sources={"categories": provs[3]})
+    schema = Schema((num, cat))
+    assert Schema.from_json(schema.to_json()) == schema
+    assert (num.provenance == "data") == ("data" in provs[:3])
+    assert [f for _, f in schema.data_derived_fields()] == [f for f, p in zip(("lower", "upper", "bins", "categories"),
+                                                                               provs, strict=True) if p == "data"]
