@@ -93,7 +93,10 @@ def predict_utility(
     max_contributions: int = 1, mechanism: str = "auto", method: str = "auto", expected_rows: int | None = None,
 ) -> Prediction:
     """Expected mean one- and two-column TVD of the release that would run (see the module docstring)."""
-    from dpsynth.release import choose_method
+    try:  # the release pipeline's plan decides the method (dpsynth.plan once the one-pipeline branch is in)
+        from dpsynth.plan import choose_method
+    except ImportError:
+        from dpsynth.release import choose_method
 
     rel = Neighbours.parse(neighbours)
     mech = calibrate(epsilon, delta, rel, max_contributions, kind=mechanism)
