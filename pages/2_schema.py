@@ -112,12 +112,13 @@ def estimate_all(state: AppState, schema: Schema) -> None:
     if numeric:
         st.caption("Numeric columns need a public outer range that surely holds every value (from public knowledge,"
                    " e.g. age 0 to 120; never read from the data).")
-        blank = pd.DataFrame({"column": numeric, "lowest possible": [None] * len(numeric),
-                              "highest possible": [None] * len(numeric)}).astype(
-            {"lowest possible": "float64", "highest possible": "float64"})
+        blank = pd.DataFrame({"column": numeric, "lowest possible": [""] * len(numeric),
+                              "highest possible": [""] * len(numeric)})
         ranges = st.data_editor(blank, key="est_all_outers", hide_index=True, num_rows="fixed", disabled=["column"])
-        outers = {r["column"]: (r["lowest possible"], r["highest possible"]) for r in ranges.to_dict("records")
-                  if pd.notna(r["lowest possible"]) and pd.notna(r["highest possible"])}
+        lo = pd.to_numeric(ranges["lowest possible"], errors="coerce")
+        hi = pd.to_numeric(ranges["highest possible"], errors="coerce")
+        outers = {c: (float(a), float(b)) for c, a, b in zip(ranges["column"], lo, hi, strict=True)
+                  if pd.notna(a) and pd.notna(b)}
     if st.button(f"Estimate all {len(flagged)} flagged columns privately (spends ε = {eps:g})", key="est_all_run"):
         with show_errors():
             batch = estimate_flagged(
