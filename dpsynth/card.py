@@ -36,13 +36,11 @@ def build_card(
     eps, dlt = r.epsilon, r.delta
     stages = _stages(plan, result) + list(extra_stages or [])
     warnings = list(plan.warnings)
-    derived = schema.data_derived()
+    from dpsynth.provenance import data_derived_warning
+
+    derived = data_derived_warning(schema)
     if derived:
-        warnings.insert(0,
-            "NOT PRIVATE: the bounds or categories of " + ", ".join(map(repr, derived)) +
-            " were taken from the data without a DP mechanism and accepted by the curator; they can reveal"
-            " individual values."
-        )
+        warnings.insert(0, derived)
     if not secure:
         warnings.append("Reproducible (seeded) noise: for tests and demonstrations only, NOT for publication.")
     estimates = [c.name for c in schema.columns if getattr(c, "provenance", "public") == "private"]

@@ -371,15 +371,29 @@ def _resample(a: argparse.Namespace) -> int:
 
 
 def _preview(a: argparse.Namespace) -> int:
+    from dpsynth.prediction import noise_sentence, predict_utility
     from dpsynth.schema import load_schema
     from dpsynth.utility import accuracy_preview
+    from dpsynth.verdicts import utility_verdict
 
     schema = load_schema(a.schema)
-    p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
-    print(f"{p['n_cells']:,} cells, {p['mechanism']} noise with standard deviation {p['noise_std']:.2f} per cell.")
-    print(f"95% of cells are within ±{p['interval_95']:g} of the truth; with 95% probability all are within ±{p['cell_bound']:g}.")
-    for w in p["warnings"]:
-        print(f"warning: {w}")
+    pred = predict_utility(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
+    print(f"Method: {pred.method} ({pred.why}).")
+    if pred.method == "histogram":  # the per-cell figures describe the full histogram only
+        p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
+        print(f"{p['n_cells']:,} cells, {p['mechanism']} noise with standard deviation {p['noise_std']:.2f} per cell.")
+        print(f"95% of cells are within ±{p['interval_95']:g} of the truth; with 95% probability all are within"
+              f" ±{p['cell_bound']:g}.")
+        for w in p["warnings"]:
+            print(f"warning: {w}")
+    else:
+        print(noise_sentence(pred))
+    print(pred.summary())
+    verdict = utility_verdict(pred, schema)
+    if not verdict.ok:
+        print(f"warning: {verdict.message}")
+        for advice in verdict.advice:
+            print(f"  - {advice}")
     return 0
 
 

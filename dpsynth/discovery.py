@@ -24,17 +24,20 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.errors import InputError
 from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism, laplace_scale
-from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity
+from dpsynth.neighbours import Neighbours, count_query_sensitivity, histogram_l1_sensitivity, rank_sensitivity
 
 
 def private_quantile(
-    values: np.ndarray, q: float, lower: float, upper: float, epsilon: float, *, rng: np.random.Generator
+    values: np.ndarray, q: float, lower: float, upper: float, epsilon: float, *, rng: np.random.Generator,
+    neighbours: Neighbours | str = "add-remove", max_contributions: int = 1,
 ) -> float:
     """ε-DP estimate of the q-quantile of values clamped to the public range [lower, upper].
 
     Utility of a point in gap i (between the i-th and (i+1)-th sorted value) is −|i − qn|, which
-    changes by at most 1 between neighbours (add-remove or replace-one); the gap is chosen with
-    probability ∝ length · exp(ε·u/2), then a point uniformly inside it.
+    changes by at most k between neighbours differing in one person with at most k rows
+    (:func:`dpsynth.neighbours.rank_sensitivity`; the rows must already be bounded to k per
+    person); the gap is chosen with probability ∝ length · exp(ε·u/(2k)), then a point uniformly
+    inside it (Smith 2011).
     """
     eps = check_epsilon(epsilon)
     if not 0 <= q <= 1:
@@ -49,18 +52,21 @@ def private_quantile(
     utility = -np.abs(np.arange(n + 1) - q * n)
     with np.errstate(divide="ignore"):
         log_len = np.log(gaps)
-    i = exponential_mechanism(utility, 1.0, eps, rng=rng, log_base_measure=log_len)
+    sens = rank_sensitivity(neighbours, max_contributions)
+    i = exponential_mechanism(utility, float(sens), eps, rng=rng, log_base_measure=log_len)
     return float(pts[i] + rng.random() * gaps[i])
 
 
 def private_bounds(
     values: np.ndarray, lower: float, upper: float, epsilon: float, *, rng: np.random.Generator,
     quantiles: tuple[float, float] = (0.01, 0.99), integer: bool = False,
+    neighbours: Neighbours | str = "add-remove", max_contributions: int = 1,
 ) -> tuple[float, float]:
     """ε-DP (lower, upper) bounds: two private quantiles, each with ε/2 (sequential composition)."""
     eps = check_epsilon(epsilon)
-    lo = private_quantile(values, quantiles[0], lower, upper, eps / 2, rng=rng)
-    hi = private_quantile(values, quantiles[1], lower, upper, eps / 2, rng=rng)
+    kw = {"neighbours": neighbours, "max_contributions": max_contributions}
+    lo = private_quantile(values, quantiles[0], lower, upper, eps / 2, rng=rng, **kw)
+    hi = private_quantile(values, quantiles[1], lower, upper, eps / 2, rng=rng, **kw)
     lo, hi = min(lo, hi), max(lo, hi)
     if integer:
         lo, hi = math.floor(lo), math.ceil(hi)
@@ -113,3 +119,32 @@ def private_categories(
     kept = noisy[keep]
     order = np.argsort(-kept, kind="stable")[:max_categories]
     return DiscoveredCategories([cats[i] for i in order], [int(kept[i]) for i in order], tau, float(epsilon), float(delta))
+
+
+@dataclass(frozen=True)
+class NoisyCount:
+    """A count released with discrete Laplace noise, and the margin noise alone exceeds with probability ≤ 5%."""
+
+    value: int
+    scale: float
+    margin: int
+
+    @property
+    def clearly_positive(self) -> bool:
+        """Whether the noisy count is above what noise alone gives 95% of the time (judged from the output only)."""
+        return self.value > self.margin
+
+
+def noisy_count(true_count: int, epsilon: float, *, rng: np.random.Generator,
+                neighbours: Neighbours | str = "add-remove", max_contributions: int = 1) -> NoisyCount:
+    """ε-DP count of rows meeting a condition: discrete Laplace with sensitivity k
+    (:func:`dpsynth.neighbours.count_query_sensitivity`; Ghosh, Roughgarden & Sundararajan 2009).
+
+    ``margin`` is the smallest m with P(Z > m) ≤ 5% for the noise Z: P(Z ≥ m) = p^m/(1+p), p = e^(−1/scale).
+    """
+    eps = check_epsilon(epsilon)
+    scale = laplace_scale(count_query_sensitivity(neighbours, max_contributions), eps)
+    z = int(np.asarray(noise.discrete_laplace(scale, 1, rng=rng)).ravel()[0])
+    p = math.exp(-1.0 / float(scale))
+    margin = max(0, math.ceil(math.log(0.05 * (1 + p)) / math.log(p)) - 1)
+    return NoisyCount(int(true_count) + z, float(scale), margin)

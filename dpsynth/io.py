@@ -137,10 +137,7 @@ def _header(data: bytes, name: str, limits: Limits) -> tuple[str, list[str]]:
     """The delimiter and the header's field names, read by the csv module from the file's start."""
     head = data[: 1 << 22].decode("utf-8", errors="replace")
     first_line = head.split("\n", 1)[0]
-    try:
-        sep = csv.Sniffer().sniff(first_line[:10_000], delimiters=",;\t|").delimiter
-    except csv.Error:
-        sep = ","
+    sep = _delimiter(first_line)
     if first_line.count(sep) + 1 > limits.max_columns:
         raise InputError(f"{name} has {first_line.count(sep) + 1:,} columns, more than the {limits.max_columns:,} limit.")
     try:
@@ -151,7 +148,91 @@ def _header(data: bytes, name: str, limits: Limits) -> tuple[str, list[str]]:
         if "field larger" in str(exc):
             raise InputError(f"{name}: a column name is longer than {limits.max_cell_chars:,} characters.") from None
         raise InputError(f"{name}: the header row is not well-formed CSV ({exc}).") from None
+    _check_table_like(head, sep, fields, name)
     return sep, fields
+
+
+#: Delimiters a CSV upload may use, in order of preference on a tie.
+DELIMITERS = (",", ";", "\t", "|")
+#: Records read from the file's start to judge whether it is a table at all.
+TABLE_CHECK_RECORDS = 50
+
+
+def _delimiter(first_line: str) -> str:
+    """The delimiter, read from the header line only (column names, not anyone's values): the candidate
+    that occurs most often outside quotes; ``,`` when none occurs (a one-column file)."""
+    outside = re.sub(r'"[^"]*"', "", first_line[:100_000])
+    counts = {d: outside.count(d) for d in DELIMITERS}
+    best = max(DELIMITERS, key=lambda d: counts[d])  # max keeps the first of equal counts
+    return best if counts[best] else ","
+
+
+def _sentence_like(text: str) -> bool:
+    words = text.split()
+    return len(words) >= 6 or len(text) > 80 or (len(words) >= 3 and text.rstrip()[-1:] in ".!?:")
+
+
+def _check_table_like(head: str, sep: str, header: list[str], name: str) -> None:
+    """Refuse a file that is not a table (prose renamed .csv): a single column whose header or lines read
+    like sentences, a header and lines made mostly of sentences, or first lines whose numbers of fields
+    mostly differ from the header's."""
+    reader = csv.reader(io.StringIO(head, newline=""), delimiter=sep, quotechar='"', doublequote=True)
+    records: list[list[str]] = []
+    try:
+        for rec in reader:
+            if rec:
+                records.append(rec)
+            if len(records) > TABLE_CHECK_RECORDS:
+                break
+    except csv.Error:
+        return  # a malformed quote is reported precisely by the parser
+    body = records[1:]
+    not_table = f"{name}: this does not look like a table"
+    if len(header) == 1:
+        lines = [r[0] for r in body]
+        wordy = sum(_sentence_like(x) for x in lines)
+        if _sentence_like(header[0]) or (lines and wordy * 2 > len(lines)):
+            raise InputError(
+                f"{not_table}: no delimiter (comma, semicolon, tab or |) separates columns and the lines read like"
+                " sentences. Upload a CSV with one row per record and a header row of column names."
+            )
+        return
+    cells = [c for r in body for c in r]
+    if (sum(len(h.split()) >= 4 for h in header) * 2 > len(header)
+            and cells and sum(len(c.split()) >= 4 for c in cells) * 2 > len(cells)):
+        raise InputError(
+            f"{not_table}: the header and the lines read like sentences, not column names and values. Upload a CSV"
+            " with one row per record and a header row of column names."
+        )
+    ragged = [len(r) for r in body if len(r) != len(header)]
+    if body and len(ragged) * 2 > len(body):
+        shown = ", ".join(str(n) for n in sorted(set(ragged))[:5])
+        raise InputError(
+            f"{not_table}: the header has {len(header)} fields but most of the first {len(body)} lines have a"
+            f" different number ({shown}). Check the delimiter, or save the sheet as CSV again."
+        )
+
+
+_DECIMAL_COMMA = r"[+-]?\d+,\d+"
+_GROUPED_DECIMAL_COMMA = r"[+-]?\d{1,3}(?:\.\d{3})+(?:,\d+)?"
+
+
+def _decimal_commas(df: pd.DataFrame) -> pd.DataFrame:
+    """In a file not delimited by commas, numbers written with a decimal comma ("11,69", "1.234,5") become
+    "11.69", "1234.5". Each cell is read on its own (no other row decides how it is parsed)."""
+    for c in df.columns:
+        col = df[c]
+        if col.dtype != object and not pd.api.types.is_string_dtype(col):
+            continue
+        text = col.astype("string")
+        plain = text.str.fullmatch(_DECIMAL_COMMA).fillna(False)
+        grouped = text.str.fullmatch(_GROUPED_DECIMAL_COMMA).fillna(False)
+        if not (plain.any() or grouped.any()):
+            continue
+        fixed = text.where(~grouped, text.str.replace(".", "", regex=False))
+        fixed = fixed.where(~(plain | grouped), fixed.str.replace(",", ".", regex=False))
+        df[c] = fixed.astype(object).where(fixed.notna(), None)
+    return df
 
 
 _ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
@@ -194,6 +275,8 @@ def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, lis
         raise InputError(f"{name}: the header row could not be read consistently; check its quotes.")
     df = table.to_pandas()
     del table
+    if sep != ",":
+        df = _decimal_commas(df)
     return df, header
 
 

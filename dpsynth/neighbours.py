@@ -28,6 +28,10 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from dpsynth.errors import InputError
 
@@ -84,6 +88,55 @@ def count_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) 
     """Sensitivity of the total row count: k under add-remove, 0 under replace-one (n public)."""
     k = _check_k(max_contributions)
     return k if Neighbours.parse(neighbours) is Neighbours.ADD_REMOVE else 0
+
+
+def count_query_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) -> int:
+    """Sensitivity of one count of rows meeting a condition: k under either relation.
+
+    Adding or removing a person changes it by at most their k rows; replacing them swaps at most
+    k matching rows for non-matching ones (or back), again k.
+    """
+    Neighbours.parse(neighbours)
+    return _check_k(max_contributions)
+
+
+def rank_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) -> int:
+    """Sensitivity of the quantile utility −|rank − q·n| (Smith 2011): k under either relation.
+
+    A person's k rows move any rank by at most k, and q·n by at most q·k ≤ k; replacing them
+    leaves n unchanged and moves the rank by at most k.
+    """
+    Neighbours.parse(neighbours)
+    return _check_k(max_contributions)
+
+
+def bound_contributions(
+    df: pd.DataFrame, id_column: str | None, max_contributions: int, *, rng: np.random.Generator
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Keep at most k uniformly chosen rows per ID and drop the ID column (a stable transformation),
+    so every sensitivity above holds with k; also the card's description of the unit.
+
+    The random subset is drawn from a child ChaCha20 generator keyed by a fixed-size draw of ``rng``,
+    so ``rng``'s state afterwards does not depend on the number of rows.
+    """
+    k = _check_k(max_contributions)
+    if id_column is None:
+        if k != 1:
+            raise InputError("Several rows per person need an ID column to bound contributions.")
+        return df, {"unit": "record", "description": "one row of the table"}
+    if id_column not in df.columns:
+        raise InputError(f"The ID column {id_column!r} is not in the table.")
+    from dpsynth.randomness import child_rng
+
+    shuffled = df.iloc[child_rng(rng).permutation(len(df))]
+    rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
+    kept = shuffled[rank < k].drop(columns=[id_column])
+    return kept, {
+        "unit": "person",
+        "id_column": id_column,
+        "max_rows_per_person": k,
+        "description": f"all rows sharing a value of {id_column!r} (at most {k} kept per person, chosen at random)",
+    }
 
 
 def bounded_mean_sensitivity(lower: float, upper: float, n: int) -> float:

@@ -36,8 +36,9 @@ from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.binning import encode
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.neighbours import bound_contributions
 from dpsynth.plan import ReleasePlan, ReleaseRequest, check_plan, make_plan
-from dpsynth.randomness import child_rng, post_processing_seed
+from dpsynth.randomness import post_processing_seed
 
 Progress = Callable[[float, str], None]
 
@@ -231,7 +232,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         df = _frame(source, options)
         if len(df.columns) == 0:
             raise InputError("The table has no columns.")
-        data = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
+        data, _ = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
         say(0.3, "Mapping values to cells")
         enc = encode(data, schema)
         if plan.method == "marginals":
@@ -259,20 +260,6 @@ def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
 
         return read_table(source, limits=(options or {}).get("limits", Limits()))
     raise InputError(f"The in-memory engine releases a DataFrame or a file, not a {type(source).__name__}.")
-
-
-def bound_contributions(df: pd.DataFrame, id_column: str | None, k: int, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Keep at most k uniformly chosen rows per ID (a stable transformation), so sensitivity scales with k."""
-    if id_column is None:
-        return df
-    if id_column not in df.columns:
-        raise InputError(f"The ID column {id_column!r} is not in the table.")
-    # the permutation's draws depend on n: take them from a child stream keyed by a fixed-size draw,
-    # so the generator used afterwards (noise, synthetic rows) is in a state independent of n
-    order = child_rng(rng).permutation(len(df))
-    shuffled = df.iloc[order]
-    rank = shuffled.groupby(id_column, sort=False, dropna=False).cumcount().to_numpy()
-    return shuffled[rank < k].drop(columns=[id_column])
 
 
 def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress) -> Any:

@@ -181,12 +181,9 @@ def check_plan(plan: ReleasePlan) -> None:
     r, schema = plan.request, plan.schema
     if r.rows is not None and r.rows > MAX_SYNTHETIC_ROWS:
         raise InputError(f"The number of synthetic rows must be at most {MAX_SYNTHETIC_ROWS:,}, got {r.rows:,}.")
-    if not r.accept_data_derived and schema.data_derived():
-        raise InputError(
-            "The schema holds values read from the data without a DP mechanism (" + ", ".join(schema.data_derived())
-            + "): replace them by public values or private estimates, or accept them explicitly"
-            " (--accept-data-derived-schema); the card then says they are not private."
-        )
+    from dpsynth.provenance import refuse_data_derived
+
+    refuse_data_derived(schema, accept=r.accept_data_derived)
     for col in schema.columns:
         labels = col.labels()
         if len(set(labels)) != len(labels):

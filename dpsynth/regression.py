@@ -162,11 +162,10 @@ def dp_linear_regression(
     if absent:
         raise InputError(f"The data has no column(s) {', '.join(map(repr, absent))}.")
 
-    from dpsynth.pipeline import bound_contributions
-    from dpsynth.plan import ReleaseRequest
+    from dpsynth.neighbours import bound_contributions
 
-    data = bound_contributions(df[names + ([id_column] if id_column else [])], id_column, max_contributions, rng=rng)
-    unit = ReleaseRequest(schema=schema, epsilon=eps, id_column=id_column, max_contributions=max_contributions).unit
+    data, unit = bound_contributions(df[names + ([id_column] if id_column else [])], id_column, max_contributions,
+                                     rng=rng)
     grid, notes = _to_grid(data[names], plan.columns, nan_policy)  # refuses bad values before the charge
 
     if ledger is not None:

@@ -6,7 +6,12 @@ categories. Either may allow a *missing* cell. Everything in a schema is public:
 from the curator's knowledge, documentation, or a DP estimate charged to the budget. A draft
 proposed from the data (:func:`dpsynth.drafting.draft_schema`) marks such values with
 ``provenance="data"`` so that the UI and the release card can warn that they are not private
-(seed 000: "M = max|x_i| is not allowed!!!").
+(lecture notes on differential privacy: "M = max|x_i| is not allowed!!!").
+
+Provenance is kept per field (``lower``, ``upper``, ``bins``; ``categories``) in ``sources``;
+``provenance`` is the column's summary (``data`` if any field is).
+The JSON form writes ``"sources"`` only when the fields differ; a file with the older
+per-column ``"provenance"`` alone loads with that provenance on every field.
 
 JSON form (round-trips with :meth:`Schema.to_json` / :meth:`Schema.from_json`)::
 
@@ -30,6 +35,9 @@ import numpy as np
 from dpsynth.errors import InputError
 
 Provenance = Literal["public", "data", "private"]
+#: The fields of a column that carry their own provenance (where the value came from).
+NUMERIC_FIELDS: tuple[str, ...] = ("lower", "upper", "bins")
+CATEGORICAL_FIELDS: tuple[str, ...] = ("categories",)
 UnknownPolicy = Literal["error", "missing", "drop"]
 PROVENANCES: tuple[str, ...] = ("public", "data", "private")
 UNKNOWN_POLICIES: tuple[str, ...] = ("error", "missing", "drop")
@@ -61,6 +69,7 @@ class NumericColumn:
     missing: bool = False
     provenance: Provenance = "public"
     decimals: int | None = None
+    sources: Any = None
     type: Literal["numeric"] = field(default="numeric", init=False)
 
     def __post_init__(self) -> None:
@@ -75,7 +84,7 @@ class NumericColumn:
             )
         if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= MAX_BINS:
             raise InputError(f"Column {self.name!r}: bins must be a whole number from 1 to {MAX_BINS}, got {self.bins!r}.")
-        _check_provenance(self.name, self.provenance)
+        _normalise_sources(self, NUMERIC_FIELDS)
         d = self.decimals
         if d is not None:
             if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DECIMALS:
@@ -171,6 +180,7 @@ class CategoricalColumn:
     missing: bool = False
     on_unknown: UnknownPolicy = "error"
     provenance: Provenance = "public"
+    sources: Any = None
     type: Literal["categorical"] = field(default="categorical", init=False)
 
     def __post_init__(self) -> None:
@@ -197,7 +207,7 @@ class CategoricalColumn:
             )
         if self.on_unknown == "missing" and not self.missing:
             raise InputError(f"Column {self.name!r}: on_unknown 'missing' needs missing: true.")
-        _check_provenance(self.name, self.provenance)
+        _normalise_sources(self, CATEGORICAL_FIELDS)
 
     @property
     def n_cells(self) -> int:
@@ -260,8 +270,12 @@ class Schema:
         return Schema(tuple(column if c.name == column.name else c for c in self.columns))
 
     def data_derived(self) -> list[str]:
-        """Columns whose bounds or categories were taken from the data (not private)."""
+        """Columns with at least one field (bound, bins, categories) taken from the data (not private)."""
         return [c.name for c in self.columns if c.provenance == "data"]
+
+    def data_derived_fields(self) -> list[tuple[str, str]]:
+        """(column, field) of every value taken from the data without a DP mechanism, in schema order."""
+        return [(c.name, f) for c in self.columns for f, p in c.sources if p == "data"]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; defaults are written out so the file documents itself."""
@@ -270,6 +284,12 @@ class Schema:
             d = asdict(c)
             if isinstance(c, CategoricalColumn):
                 d["categories"] = list(c.categories)
+            # per-field sources are written only when they differ; the summary alone reads as before
+            sources = field_sources(c)
+            if len(set(sources.values())) > 1:
+                d["sources"] = sources
+            else:
+                del d["sources"]
             d = {"name": d.pop("name"), "type": d.pop("type"), **d}
             cols.append(d)
         return {"columns": cols}
@@ -310,8 +330,8 @@ def load_schema(path: str | Path) -> Schema:
     return Schema.from_json(text)
 
 
-_NUMERIC_KEYS = {"name", "type", "lower", "upper", "bins", "integer", "missing", "provenance", "decimals"}
-_CATEGORICAL_KEYS = {"name", "type", "categories", "missing", "on_unknown", "provenance"}
+_NUMERIC_KEYS = {"name", "type", "lower", "upper", "bins", "integer", "missing", "provenance", "decimals", "sources"}
+_CATEGORICAL_KEYS = {"name", "type", "categories", "missing", "on_unknown", "provenance", "sources"}
 
 
 def _column_from_dict(raw: Any, i: int) -> Column:
@@ -337,6 +357,7 @@ def _column_from_dict(raw: Any, i: int) -> Column:
             missing=_bool(raw.get("missing", False), name, "missing"),
             provenance=raw.get("provenance", "public"),
             decimals=_decimals(raw.get("decimals"), name),
+            sources=_sources(raw.get("sources"), name),
         )
     if kind == "categorical":
         extra = set(raw) - _CATEGORICAL_KEYS
@@ -350,8 +371,17 @@ def _column_from_dict(raw: Any, i: int) -> Column:
             missing=_bool(raw.get("missing", False), name, "missing"),
             on_unknown=raw.get("on_unknown", "error"),
             provenance=raw.get("provenance", "public"),
+            sources=_sources(raw.get("sources"), name),
         )
     raise InputError(f"Column {name!r}: type must be \"numeric\" or \"categorical\", got {kind!r}.")
+
+
+def _sources(value: Any, name: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(f'Column {name!r}: "sources" must be an object mapping fields to a provenance.')
+    return value
 
 
 def _decimals(value: Any, name: str) -> int | None:
@@ -372,9 +402,53 @@ def _check_name(name: Any) -> None:
         raise InputError(f"Every column needs a non-empty name, got {name!r}.")
 
 
-def _check_provenance(name: str, provenance: str) -> None:
+def _check_provenance(name: str, provenance: Any, what: str = "provenance") -> None:
     if provenance not in PROVENANCES:
-        raise InputError(f"Column {name!r}: provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}.")
+        raise InputError(f"Column {name!r}: {what} must be one of {', '.join(PROVENANCES)}, got {provenance!r}.")
+
+
+def _normalise_sources(col: Any, fields: tuple[str, ...]) -> None:
+    """Give every field of ``col`` its provenance and set ``provenance`` to the column's summary.
+
+    ``provenance`` as passed is the default for the fields ``sources`` does not name (so the old
+    per-column form means "every field"). Afterwards ``sources`` is a tuple of (field, provenance)
+    pairs in field order, and ``provenance`` reads ``data`` if any field came from the data, else
+    ``private`` if any was estimated privately, else ``public``.
+    """
+    _check_provenance(col.name, col.provenance)
+    given = col.sources
+    if given is None:
+        given = {}
+    elif not isinstance(given, dict):
+        try:
+            given = dict(given)
+        except (TypeError, ValueError):
+            raise InputError(f"Column {col.name!r}: sources must map field names to a provenance.") from None
+    extra = set(given) - set(fields)
+    if extra:
+        raise InputError(
+            f"Column {col.name!r}: sources names unknown field(s) {', '.join(sorted(map(str, extra)))};"
+            f" use {', '.join(fields)}."
+        )
+    for f, p in given.items():
+        _check_provenance(col.name, p, f"the source of {f}")
+    pairs = tuple((f, str(given.get(f, col.provenance))) for f in fields)
+    values = {p for _, p in pairs}
+    summary = "data" if "data" in values else "private" if "private" in values else "public"
+    object.__setattr__(col, "sources", pairs)
+    object.__setattr__(col, "provenance", summary)
+
+
+def field_sources(col: Column) -> dict[str, str]:
+    """Each field's provenance (``lower``/``upper``/``bins``, or ``categories``)."""
+    return dict(col.sources)
+
+
+def with_sources(col: Column, **updates: str) -> Column:
+    """A copy of ``col`` with the named fields' provenance replaced (the others kept)."""
+    from dataclasses import replace
+
+    return replace(col, sources={**field_sources(col), **updates})
 
 
 def grid_ranges(edges: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
 from dpsynth.identity import table_identity
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
-from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema
+from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema, field_sources
 
 STATE_KEY = "dpsynth_state"
 
@@ -40,7 +40,10 @@ SOURCE_LABELS: dict[str, str] = {
 _LABEL_TO_SOURCE = {v: k for k, v in SOURCE_LABELS.items()}
 
 TABLE_COLUMNS = ["include", "column", "type", "lower", "upper", "bins", "integer", "decimals", "categories", "missing",
-                 "unknown", "source"]
+                 "unknown", "source", "src_lower", "src_upper", "src_bins", "src_categories"]
+#: Hidden editor columns holding each field's provenance ('public', 'data', 'private'); 'source' is their summary.
+SOURCE_FIELDS = ("lower", "upper", "bins", "categories")
+_FIELDS_OF = {"numeric": ("lower", "upper", "bins"), "categorical": ("categories",)}
 
 
 @dataclass
@@ -73,6 +76,7 @@ class AppState:
     total_epsilon: float = DEFAULT_TOTAL_BUDGET.epsilon
     total_delta: float = DEFAULT_TOTAL_BUDGET.delta
     demo_seed: int | None = None  # set only for a reproducible demonstration (not for publication)
+    accept_data_derived: bool = False  # the curator explicitly accepts publishing values read off the data
     # --- release (drawn once, behind the button)
     release: Release | None = None
     release_error: str | None = None
@@ -179,8 +183,9 @@ class AppState:
         if row["type"] == "numeric":
             bins = int(row["bins"]) if not pd.isna(row["bins"]) and int(row["bins"]) >= 1 else 10
             # [0, bins] with `bins` bins holds one whole number per bin, so the placeholder is always valid
+            src = _row_sources({**row, "type": "numeric"})
             return NumericColumn(name=name, lower=0.0, upper=float(bins), bins=bins, integer=bool(row["integer"]),
-                                 decimals=_decimals_of(row), missing=bool(row["missing"]))
+                                 decimals=_decimals_of(row), missing=bool(row["missing"]), sources={"bins": src["bins"]})
         return CategoricalColumn(name=name, categories=("placeholder",), missing=bool(row["missing"]))
 
     def take_edits(self, edited: pd.DataFrame) -> None:
@@ -215,14 +220,39 @@ def get_state(session: MutableMapping[str, Any]) -> AppState:
 
 # ---------------------------------------------------------------- schema ↔ editor table
 def _column_row(col: Column, include: bool) -> dict[str, Any]:
+    src = {f"src_{f}": p for f, p in field_sources(col).items()}
     if isinstance(col, NumericColumn):
-        return {"include": include, "column": col.name, "type": "numeric", "lower": float(col.lower),
-                "upper": float(col.upper), "bins": int(col.bins), "integer": bool(col.integer),
-                "decimals": pd.NA if col.decimals is None else int(col.decimals), "categories": "",
-                "missing": bool(col.missing), "unknown": "", "source": SOURCE_LABELS[col.provenance]}
-    return {"include": include, "column": col.name, "type": "categorical", "lower": math.nan, "upper": math.nan,
-            "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": ", ".join(col.categories),
-            "missing": bool(col.missing), "unknown": col.on_unknown, "source": SOURCE_LABELS[col.provenance]}
+        row = {"include": include, "column": col.name, "type": "numeric", "lower": float(col.lower),
+               "upper": float(col.upper), "bins": int(col.bins), "integer": bool(col.integer),
+               "decimals": pd.NA if col.decimals is None else int(col.decimals), "categories": "",
+               "missing": bool(col.missing), "unknown": ""}
+    else:
+        row = {"include": include, "column": col.name, "type": "categorical", "lower": math.nan, "upper": math.nan,
+               "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": ", ".join(col.categories),
+               "missing": bool(col.missing), "unknown": col.on_unknown}
+    row.update(src)
+    row["source"] = source_text(_row_sources(row))
+    return row
+
+
+def _row_sources(row: Any) -> dict[str, str]:
+    """The provenance of each field of an editor row's type."""
+    kind = row["type"] if row["type"] in _FIELDS_OF else "categorical"
+    return {f: (str(row.get(f"src_{f}")) if str(row.get(f"src_{f}") or "") in SOURCE_LABELS else "public")
+            for f in _FIELDS_OF[kind]}
+
+
+def source_text(sources: dict[str, str]) -> str:
+    """A row's 'where the values come from': one label if every field shares it, else the fields per kind."""
+    values = set(sources.values())
+    if len(values) == 1:
+        return SOURCE_LABELS[values.pop()]
+    parts = []
+    for p in ("data", "private"):
+        fields = [f for f, v in sources.items() if v == p]
+        if fields:
+            parts.append(f"{SOURCE_LABELS[p]}: {', '.join(fields)}")
+    return "; ".join(parts)
 
 
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
@@ -242,6 +272,14 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     t.loc[(t["type"] == "categorical") & (t["unknown"] == ""), "unknown"] = "error"
     for c in ("column", "type", "categories", "source"):
         t[c] = t[c].astype("string").fillna("")
+    legacy = any(f"src_{f}" not in t for f in SOURCE_FIELDS)
+    for f in SOURCE_FIELDS:  # tables saved before per-field sources: every field takes the row's label
+        col = f"src_{f}"
+        if col not in t:
+            t[col] = t["source"].map(lambda label: _LABEL_TO_SOURCE.get(str(label), "public"))
+        t[col] = t[col].astype("string").fillna("public")
+    if legacy:
+        t["source"] = [source_text(_row_sources(r)) if r["include"] else "" for r in t.to_dict("records")]
     return t[TABLE_COLUMNS].reset_index(drop=True)
 
 
@@ -257,7 +295,7 @@ def schema_to_table(schema: Schema, columns: list[str], previous: pd.DataFrame |
         else:
             rows.append({"include": False, "column": name, "type": "categorical", "lower": math.nan, "upper": math.nan,
                          "bins": pd.NA, "integer": False, "decimals": pd.NA, "categories": "", "missing": False,
-                         "unknown": "error", "source": ""})
+                         "unknown": "error", "source": "", **{f"src_{f}": "public" for f in SOURCE_FIELDS}})
     return _typed(pd.DataFrame(rows, columns=TABLE_COLUMNS))
 
 
@@ -280,7 +318,7 @@ def table_to_schema(table: pd.DataFrame) -> tuple[Schema | None, list[str]]:
         if not row["include"]:
             continue
         name = str(row["column"])
-        provenance = _LABEL_TO_SOURCE.get(str(row["source"]), "public")
+        sources = _row_sources(row)
         try:
             if row["type"] == "numeric":
                 lo, hi, bins = row["lower"], row["upper"], row["bins"]
@@ -290,13 +328,13 @@ def table_to_schema(table: pd.DataFrame) -> tuple[Schema | None, list[str]]:
                     raise InputError(f"Column {name!r}: enter the number of bins.")
                 cols.append(NumericColumn(name=name, lower=float(lo), upper=float(hi), bins=int(bins),
                                           integer=bool(row["integer"]), decimals=_decimals_of(row),
-                                          missing=bool(row["missing"]), provenance=provenance))
+                                          missing=bool(row["missing"]), sources=sources))
             elif row["type"] == "categorical":
                 cats = split_categories(row["categories"])
                 if not cats:
                     raise InputError(f"Column {name!r}: list its categories, separated by commas.")
                 cols.append(CategoricalColumn(name=name, categories=cats, missing=bool(row["missing"]),
-                                              on_unknown=str(row["unknown"]) or "error", provenance=provenance))
+                                              on_unknown=str(row["unknown"]) or "error", sources=sources))
             else:
                 raise InputError(f"Column {name!r}: type must be numeric or categorical, got {row['type']!r}.")
         except DPSynthError as exc:
@@ -311,29 +349,33 @@ def table_to_schema(table: pd.DataFrame) -> tuple[Schema | None, list[str]]:
         return None, [str(exc)]
 
 
-_VALUE_FIELDS = ("type", "lower", "upper", "categories")
 
 
 def mark_edits_public(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose type, bounds or categories the curator changed by hand get source 'public'.
+    """Each field the curator changed by hand gets source 'public'; the row's other fields keep theirs.
 
     A value the curator types is theirs (public knowledge); a value left as drafted keeps its
-    'from data — NOT private' flag. The curator may also pick 'public' in the source column.
+    'from data — NOT private' flag. Changing the type makes every field the curator's. Picking
+    'public' in the source column declares every field of the row public knowledge; any other pick
+    there is not the curator's to make (only a charged estimate is 'private') and is undone.
     """
     out = after.copy()
     b = before.set_index("column")
     for i, row in out.iterrows():
         name = row["column"]
-        if name not in b.index or row["source"] == SOURCE_LABELS["public"]:
+        if name not in b.index:
             continue
         old = b.loc[name]
-        if row["source"] == SOURCE_LABELS["private"] and old["source"] != SOURCE_LABELS["private"]:
-            # only an estimate charged to the ledger may carry this label; a hand-made one is the curator's
-            out.at[i, "source"] = SOURCE_LABELS["public"]
-            continue
-        changed = any(not _same(old[f], row[f]) for f in _VALUE_FIELDS)
-        if changed:
-            out.at[i, "source"] = SOURCE_LABELS["public"]
+        fields = _FIELDS_OF.get(str(row["type"]), ())
+        if str(row["source"]) != str(old["source"]) and row["source"] == SOURCE_LABELS["public"]:
+            touched = list(fields)
+        elif not _same(old["type"], row["type"]):
+            touched = list(fields)
+        else:
+            touched = [f for f in fields if not _same(old[f], row[f])]
+        for f in touched:
+            out.at[i, f"src_{f}"] = "public"
+        out.at[i, "source"] = source_text(_row_sources(out.loc[i])) if row["include"] else ""
     return out
 
 
@@ -384,3 +426,11 @@ def show_errors() -> Iterator[None]:
         import streamlit as st
 
         st.error(str(exc))
+
+
+def editor_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The schema table as the editor shows it: numbers as plain text and empty cells blank (not "None")."""
+    view = table.copy()
+    for c in ("lower", "upper", "bins", "decimals"):
+        view[c] = [("" if pd.isna(v) else format(float(v), ".15g")) for v in table[c]]
+    return view

@@ -6,11 +6,9 @@ import streamlit as st
 
 from dpsynth.accounting import PrivacyBudget
 from dpsynth.errors import DPSynthError
-from dpsynth.mechanisms import calibrate
-from dpsynth.neighbours import Neighbours
-from dpsynth.release import choose_method
+from dpsynth.prediction import cell_count_words, noise_sentence, predict_utility
 from dpsynth.ui_state import REFERENCE_DEPLOYMENTS, AppState, epsilon_guidance, get_state, show_errors
-from dpsynth.utility import accuracy_preview
+from dpsynth.verdicts import utility_verdict
 
 NEIGHBOUR_TEXT = {
     "add-remove": "**Add or remove one person** (recommended): the release looks almost the same whether or not"
@@ -120,36 +118,30 @@ def preview_section(state: AppState) -> None:
                            help="The exact number of rows is itself private; a round public figure is enough.")
     state.expected_rows = int(hint) or None
     with show_errors():
-        prev = accuracy_preview(schema, state.epsilon, state.spend_delta(), state.neighbours, state.mechanism,
-                                expected_rows=state.expected_rows, max_contributions=state.max_contributions)
-        mech = calibrate(state.epsilon, state.spend_delta(), Neighbours.parse(state.neighbours), state.max_contributions,
-                         kind=state.mechanism)
         state.method = st.radio("Release method", ["auto", "histogram", "marginals"],
                                 index=["auto", "histogram", "marginals"].index(state.method), key="privacy_method",
                                 horizontal=True,
                                 format_func=lambda m: {"auto": "let dpsynth choose", "histogram": "full histogram",
                                                        "marginals": "marginals (for many columns)"}[m])
-        method, why = choose_method(schema, mech, state.method, state.expected_rows)
-        st.caption(f"Method for this release: **{method}** — {why}.")
+        pred = predict_utility(schema, state.epsilon, state.spend_delta(), state.neighbours,
+                               max_contributions=state.max_contributions, mechanism=state.mechanism,
+                               method=state.method, expected_rows=state.expected_rows)
+        st.caption(f"Method for this release: **{pred.method}** — {pred.why}.")
         c1, c2, c3 = st.columns(3)
-        c1.metric("noise per cell (standard deviation)", f"±{prev['noise_std']:.2f}")
-        c2.metric("95% of cells are off by at most", f"{prev['interval_95']:,.0f}")
-        c3.metric("cells in the full histogram", f"{prev['n_cells']:,}" if prev["n_cells"] < 10**12
-                  else f"about 10^{len(str(prev['n_cells'])) - 1}")
-        if method == "histogram":
-            st.markdown(f"With {prev['mechanism']} noise, each count in the released histogram is off by about"
-                        f" ±{prev['noise_std']:.1f}; with 95% probability **every** one of the {prev['n_cells']:,} cells"
-                        f" is within ±{prev['cell_bound']:,.0f} of the truth (seed 002's Theorem 3.8 gives"
-                        f" ±{prev['theorem_3_8']:,.0f}).")
-            if state.expected_rows:
-                st.markdown(f"That is against about {prev['rows_per_cell']:,.3g} rows per cell on average.")
-            for w in prev["warnings"]:
-                st.warning(w)
+        c1.metric("each column's shares off by about", f"{pred.one_way_tvd:.1%}",
+                  help="Expected total-variation distance between a real and a synthetic column: the share of rows"
+                       " that would have to change category for the two to match.")
+        c2.metric("each pair of columns off by about", f"{pred.two_way_tvd:.1%}")
+        c3.metric("cells in the full histogram", cell_count_words(schema.n_cells))
+        st.markdown(noise_sentence(pred))
+        verdict = utility_verdict(pred, schema)
+        if verdict.ok:
+            st.success(verdict.message)
         else:
-            st.info("The **marginals** method releases several small tables (one or two columns each) instead of the"
-                    " full histogram. ε is shared between them, so each of their counts gets more noise than shown"
-                    " above, but there are far fewer counts and each has many rows behind it. The synthetic data is"
-                    " built from those tables.")
+            st.error(verdict.message)
+            st.markdown("**What would help:**\n" + "\n".join(f"- {a}" for a in verdict.advice))
+        st.caption("Computed from the schema, ε and the rough number of rows only — the data is not read. Expected"
+                   " values: a real release varies around them.")
 
 
 def main() -> None:

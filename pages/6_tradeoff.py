@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dpsynth import plots
 from dpsynth.noise import secure_rng
+from dpsynth.prediction import predict_utility, prediction_curve
 from dpsynth.schema import NumericColumn
 from dpsynth.ui_state import AppState, get_state, show_errors
 from dpsynth.utility import bins_curve, tradeoff_curves
 
 EPSILONS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 BINS = [2, 3, 5, 8, 10, 16, 25, 40, 64, 100]
+
+
+def expected_section(state: AppState, schema) -> None:  # noqa: ANN001 - Schema
+    st.subheader("Expected error of your release versus ε (the data is not read)")
+    with show_errors():
+        curve = pd.DataFrame(prediction_curve(
+            schema, EPSILONS, state.spend_delta(), state.neighbours, max_contributions=state.max_contributions,
+            mechanism=state.mechanism, method=state.method, expected_rows=state.expected_rows))
+        shown = curve.rename(columns={"one_way_tvd": "one column", "two_way_tvd": "two columns"})
+        st.line_chart(shown.set_index("epsilon")[["one column", "two columns"]], x_label="ε",
+                      y_label="share of rows off")
+        now = predict_utility(schema, state.epsilon, state.spend_delta(), state.neighbours,
+                              max_contributions=state.max_contributions, mechanism=state.mechanism,
+                              method=state.method, expected_rows=state.expected_rows)
+        st.markdown(f"At your ε = {state.epsilon:g}: " + now.summary())
+        methods = sorted(set(curve["method"]))
+        st.caption("Computed from the schema, the settings of the Privacy page and the rough number of rows only,"
+                   f" for the method each ε would use ({', '.join(methods)}). The error falls with ε until the"
+                   " sampling of the synthetic rows and (for the marginals method) the model's own simplifications"
+                   " set a floor that no ε removes.")
 
 
 def eps_curve(state: AppState, schema, col: str, reps: int) -> None:  # noqa: ANN001 - Schema
@@ -27,9 +49,9 @@ def eps_curve(state: AppState, schema, col: str, reps: int) -> None:  # noqa: AN
     if "tradeoff" in state.analyses:
         shown_col, curves = state.analyses["tradeoff"]
         st.plotly_chart(plots.tradeoff_figure(curves, shown_col), key="trade_eps_fig")
-        st.caption("Left: root-mean-square error of two private estimates of the mean. Right: how far each noisy"
-                   " one-column histogram is from the real one (total-variation distance), averaged over columns."
-                   " Both fall roughly like 1/ε: halving the error costs twice the ε.")
+        st.caption("Left: root-mean-square error of two private estimates of the mean. Right: how far each column's"
+                   " counts are from the real ones when measured alone with the full ε (total-variation distance),"
+                   " averaged over columns: a best case, since a release shares ε between its tables.")
 
 
 def bins_section(state: AppState, schema, col: str, reps: int) -> None:  # noqa: ANN001 - Schema
@@ -63,6 +85,7 @@ def main() -> None:
     if schema is None:
         st.error("Fix the schema first: " + " ".join(errors))
         return
+    expected_section(state, schema)
     numeric = [c.name for c in schema.columns if isinstance(c, NumericColumn)]
     if not numeric:
         st.info("The trade-off curves need at least one numeric column in the schema.")

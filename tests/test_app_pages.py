@@ -182,7 +182,7 @@ def test_privacy_page_guidance_budget_and_preview(ledger_path: Path) -> None:
     assert at.number_input(key="privacy_delta").value == pytest.approx(1e-6)
     labels = {m.label for m in at.metric}
     assert {"total ε", "spent so far", "ε left", "δ left"} <= labels
-    assert any("noise per cell" in m.label for m in at.metric)
+    assert any("shares off by about" in m.label for m in at.metric)  # the expected error of the method that runs
     assert not ledger_path.exists() or Ledger(ledger_path).spends() == []  # previews spend nothing
     at.number_input(key="privacy_epsilon").set_value(10.0).run()  # more than the default total of 4
     no_exception(at)

@@ -63,12 +63,16 @@ def test_typed_values_become_public_untouched_ones_stay_flagged() -> None:
     after.loc[0, "upper"] = 10.0
     after.loc[1, "missing"] = True  # not a value read from the data: the flag stays
     out = mark_edits_public(before, after)
-    assert list(out["source"]) == [SOURCE_LABELS["public"], SOURCE_LABELS["data"]]
+    # only the field typed is relabelled: x's drafted lower bound and bins stay flagged
+    assert list(out["source"]) == [f"{SOURCE_LABELS['data']}: lower, bins", SOURCE_LABELS["data"]]
     schema, _ = table_to_schema(out)
-    assert schema.data_derived() == ["y"]
+    assert schema.data_derived_fields() == [("x", "lower"), ("x", "bins"), ("y", "categories")]
+    declared = before.copy()
+    declared.loc[0, "source"] = SOURCE_LABELS["public"]  # the curator declares the whole row public knowledge
+    assert table_to_schema(mark_edits_public(before, declared))[0].data_derived() == ["y"]
     forged = before.copy()
     forged.loc[1, "source"] = SOURCE_LABELS["private"]  # picked by hand, not estimated
-    assert mark_edits_public(before, forged).loc[1, "source"] == SOURCE_LABELS["public"]
+    assert mark_edits_public(before, forged).loc[1, "source"] == SOURCE_LABELS["data"]
 
 
 def test_load_resets_release_and_set_schema_checks_names(small_df: pd.DataFrame, small_schema: Schema) -> None:
@@ -110,7 +114,8 @@ def test_epsilon_guidance_states_the_factor() -> None:
 def test_numeric_estimate_is_charged_before_and_marked_private(tmp_path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
     df = pd.DataFrame({"age": np.random.default_rng(4).uniform(0, 100, 20_000)})
-    col = NumericColumn(name="age", lower=0, upper=5, bins=5, integer=True, provenance="data")
+    # bounds read off the data, bins chosen by the curator (kept by the estimate)
+    col = NumericColumn(name="age", lower=0, upper=5, bins=5, integer=True, provenance="data", sources={"bins": "public"})
     out = estimate_column(df, col, epsilon=2.0, outer=(0, 150), ledger=ledger, dataset_id="d",
                           budget=PrivacyBudget(4.0), rng=seeded_rng(1))
     assert out.provenance == "private" and out.integer and out.bins == 5

@@ -248,6 +248,7 @@ def files(tmp_path: Path) -> tuple[Path, Path, Path]:
     data(800, 14).to_csv(d, index=False)
     s = tmp_path / "schema.json"
     s.write_text(schema_().to_json())
+    assert main(["ledger", "init", "--ledger", str(tmp_path / "l.sqlite")]) == 0  # a named ledger is never made silently
     return tmp_path, d, s
 
 
