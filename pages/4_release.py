@@ -6,6 +6,7 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.humanize import cells
 from dpsynth.mechanisms import calibrate
 from dpsynth.release import card_summary_line, choose_method, release, release_from_source
 from dpsynth.ui_state import AppState, get_state
@@ -29,6 +30,7 @@ def do_release(state: AppState) -> None:
             id_column=state.id_column, max_contributions=state.max_contributions, expected_rows=state.expected_rows,
             progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
         )
+        state.release_settings = state.settings_key()
         bar.progress(1.0, text="Preparing the downloads")
         state.release_files = release_files(state.release)
         state.release_zip = release_zip(state.release)
@@ -53,6 +55,14 @@ def release_server_file(state: AppState, schema, bar):  # noqa: ANN001, ANN201 -
     )
 
 
+def release_blocker(state: AppState) -> str | None:
+    """Why the button is disabled (budget used up, ε out of range), or None."""
+    try:
+        return state.release_blocker()
+    except DPSynthError as exc:
+        return str(exc)
+
+
 def summary(state: AppState) -> bool:
     """What will be released; False if something is missing."""
     schema, errors = state.schema()
@@ -67,7 +77,7 @@ def summary(state: AppState) -> bool:
         method, why = ("marginals", why) if state.method == "marginals" else ("histogram", "a server file, counted by DuckDB")
     st.markdown(
         f"- **Data**: {state.data_label}\n"
-        f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"
+        f"- **Columns**: {', '.join(schema.names)} (a full table of {cells(schema.n_cells)})\n"
         f"- **Privacy**: ε = {state.epsilon:g}" + (f", δ = {delta:g}" if delta else " (pure DP)") +
         f", {state.neighbours} neighbours, unit: "
         + (f"a person ({state.id_column!r}, ≤ {state.max_contributions} rows)" if state.id_column else "one row") + "\n"
@@ -83,6 +93,10 @@ def summary(state: AppState) -> bool:
 def show_release(state: AppState) -> None:
     rel = state.release
     card = rel.card
+    if state.release_is_stale:
+        st.warning(":material/history: **Made with different settings.** This release was made before you changed"
+                   " ε, δ, the noise, the method or the schema; it does not reflect the current settings. Press"
+                   " **Start a new release** below to release with them (this spends budget again).")
     st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.")
     for w in card["warnings"]:
         st.warning(w)
@@ -160,8 +174,11 @@ def main() -> None:
                    " recorded. Press the button to try again (this spends again).")
     if state.release_error:
         st.error(state.release_error)
+    blocker = release_blocker(state)
+    if blocker:
+        st.error(blocker)
     if ok and st.button(f"Release with ε = {state.epsilon:g} (spends budget)", key=f"release_button_{state.release_attempt}",
-                        type="primary"):
+                        type="primary", disabled=blocker is not None):
         do_release(state)
         st.rerun()
 
