@@ -6,13 +6,25 @@ import pandas as pd
 import streamlit as st
 
 from dpsynth import plots
+from dpsynth.humanize import number
 from dpsynth.noise import secure_rng
 from dpsynth.schema import NumericColumn
 from dpsynth.ui_state import AppState, get_state, show_errors
-from dpsynth.utility import correlations, fidelity, simulate_means
+from dpsynth.utility import (
+    comparison_summary,
+    correlations,
+    fidelity,
+    formatted_comparisons,
+    noise_explanation,
+    noise_sentences,
+    simulate_means,
+    value_comparisons,
+    value_table,
+)
 
 EYES_ONLY = (":material/lock: **For your eyes only — not part of the release.** These comparisons use the real data. Do not"
-             " publish them: they can reveal what the noise hides.")
+             " publish them: they can reveal what the noise hides. (The explanation of the released counts at the"
+             " end uses the release only.)")
 
 
 def counts(state: AppState, columns: list[str]) -> tuple:
@@ -33,6 +45,43 @@ def marginals_section(state: AppState) -> None:
     real, noisy, synth = counts(state, [col])
     series = {plots.REAL: real, plots.NOISY: noisy, plots.SYNTH: synth}
     st.plotly_chart(plots.marginal_figure(c.labels(), series, col), key="util_marginal_fig")
+
+
+def values_section(state: AppState) -> None:
+    """Raw values of numeric columns, real vs synthetic: binned shares can hide distorted numbers."""
+    rel = state.release
+    numeric = [c.name for c in rel.schema.columns if isinstance(c, NumericColumn)]
+    st.subheader("Numbers, not just bins: real vs synthetic values")
+    if not numeric:
+        st.caption("Needs a numeric column in the schema.")
+        return
+    if "values" not in state.analyses:
+        state.analyses["values"] = value_comparisons(state.data, rel.synthetic, rel.schema)
+    comparisons = state.analyses["values"]
+    st.markdown("Bars of binned shares can look right while the numbers inside the bins are not: a synthetic value"
+                " is drawn evenly inside its bin, so a column where most people have exactly 0 (or exactly 40)"
+                " loses that peak. This table compares the actual values.")
+    st.dataframe(formatted_comparisons(comparison_summary(comparisons)), hide_index=True, key="util_values_table")
+    col = st.selectbox("Look closer at", numeric, key="util_values_column")
+    v = comparisons[col]
+    left, right = st.columns([2, 3])
+    left.dataframe(value_table(v, formatted=True), hide_index=True, key="util_values_detail")
+    left.markdown(f"**Kolmogorov–Smirnov distance: {number(v['ks'], 2)}** — the largest gap between the two curves on"
+                  " the right (0 = the same distribution of values, 1 = no overlap).")
+    right.plotly_chart(plots.ecdf_figure(v), key="util_ecdf_fig")
+
+
+def noise_section(state: AppState) -> None:
+    """The released noisy counts in plain words (release side only)."""
+    rel = state.release
+    st.subheader("What the released noisy counts mean")
+    tables = plots.released_tables(rel)
+    if not tables:
+        st.caption("This release's counts are stored in a sparse form; see its card for the noise.")
+        return
+    if "noise" not in state.analyses:
+        state.analyses["noise"] = noise_explanation(rel.card, tables, plots.released_noise_entries(rel))
+    st.markdown("\n".join("- " + line for line in noise_sentences(state.analyses["noise"])))
 
 
 def pair_section(state: AppState) -> None:
@@ -79,7 +128,7 @@ def tvd_section(state: AppState) -> None:
 def means_section(state: AppState) -> None:
     rel = state.release
     numeric = [c.name for c in rel.schema.columns if isinstance(c, NumericColumn)]
-    st.subheader("Two ways to release a mean privately (seed 000's simulation)")
+    st.subheader("Two ways to release a mean privately (a simulation from lecture notes on differential privacy, ch. 6)")
     if not numeric:
         st.caption("Needs a numeric column.")
         return
@@ -113,10 +162,12 @@ def main() -> None:
     st.warning(EYES_ONLY)
     with show_errors():
         marginals_section(state)
+        values_section(state)
         pair_section(state)
         correlation_section(state)
         tvd_section(state)
         means_section(state)
+        noise_section(state)
 
 
 main()

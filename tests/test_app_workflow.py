@@ -136,3 +136,20 @@ def test_epsilon_range_is_stated() -> None:
     state = AppState()
     state.epsilon = 0
     assert "between" in (state.release_blocker() or "")
+
+
+# ---------------------------------------------------------------- Utility page
+def test_utility_page_compares_raw_values_and_explains_the_counts(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    at.switch_page("pages/5_utility.py").run()
+    no_exception(at)
+    assert any("For your eyes only" in w.value for w in at.warning)
+    frames = [d.value for d in at.dataframe]
+    summary = next(f for f in frames if "KS distance" in f.columns)
+    assert summary["column"].tolist() == ["age"]
+    detail = next(f for f in frames if "statistic" in f.columns)
+    assert "median" in detail["statistic"].tolist()
+    assert any("Kolmogorov–Smirnov distance" in m.value for m in at.markdown)
+    text = " ".join(m.value for m in at.markdown)
+    assert "came out negative" in text and "exactly 0" in text and "noise added, typically about ±" in text
+    assert "seed 0" not in text and "Theorem" not in text
