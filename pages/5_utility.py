@@ -8,6 +8,7 @@ import streamlit as st
 from dpsynth import plots
 from dpsynth.humanize import number
 from dpsynth.noise import secure_rng
+from dpsynth.report import private_report, public_summary
 from dpsynth.schema import NumericColumn
 from dpsynth.ui_state import AppState, get_state, show_errors
 from dpsynth.utility import (
@@ -152,6 +153,32 @@ def means_section(state: AppState) -> None:
                " has none but releases only one number.")
 
 
+def reports_section(state: AppState) -> None:
+    """Two HTML files to download: the private quality report and the publishable summary."""
+    rel = state.release
+    st.subheader("Download a quality report")
+    st.markdown("- **Quality report (private)**: the card, the comparisons above and a plain verdict. It contains"
+                " comparisons with the real data: **not for publication**.\n"
+                "- **Publishable summary**: the card and figures of the released noisy counts only — no real data.")
+    if "reports" not in state.analyses:
+        if st.button("Prepare the two reports (a few seconds)", key="util_prepare_reports"):
+            with st.spinner("Writing the reports"):
+                if "fidelity" not in state.analyses:
+                    state.analyses["fidelity"] = fidelity(state.data, rel.synthetic, rel.schema)
+                state.analyses["reports"] = (
+                    private_report(rel, state.data, fid=state.analyses["fidelity"],
+                                   comparisons=state.analyses.get("values")).encode(),
+                    public_summary(rel).encode())
+            st.rerun()
+        return
+    private, public = state.analyses["reports"]
+    c1, c2 = st.columns(2)
+    c1.download_button("Quality report (private, not for publication)", data=private,
+                       file_name="dpsynth_quality_report_PRIVATE.html", mime="text/html", key="util_download_private")
+    c2.download_button("Publishable summary", data=public, file_name="dpsynth_release_summary.html", mime="text/html",
+                       key="util_download_public", type="primary")
+
+
 def main() -> None:
     state = get_state(st.session_state)
     st.title("Utility: how useful is the release?")
@@ -168,6 +195,7 @@ def main() -> None:
         tvd_section(state)
         means_section(state)
         noise_section(state)
+        reports_section(state)
 
 
 main()

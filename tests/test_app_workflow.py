@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dpsynth import plots
 from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.report import PRIVATE_MARKER
 from dpsynth.ui_state import DEFAULT_EPSILON, EPSILON_RANGE, AppState, epsilon_problem
 from tests.test_app_pages import no_exception, released, small_csv, state_of, uploaded
 
@@ -153,3 +155,16 @@ def test_utility_page_compares_raw_values_and_explains_the_counts(ledger_path: P
     text = " ".join(m.value for m in at.markdown)
     assert "came out negative" in text and "exactly 0" in text and "noise added, typically about ±" in text
     assert "seed 0" not in text and "Theorem" not in text
+
+
+def test_quality_reports_to_download(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    at.switch_page("pages/5_utility.py").run()
+    at.button(key="util_prepare_reports").click().run()
+    no_exception(at)
+    keys = {b.key for b in at.get("download_button")}
+    assert {"util_download_private", "util_download_public"} <= keys
+    private, public = state_of(at).analyses["reports"]
+    assert PRIVATE_MARKER.upper().encode() in private
+    assert PRIVATE_MARKER.upper().encode() not in public
+    assert plots.REAL.encode() in private and plots.REAL.encode() not in public
