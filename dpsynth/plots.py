@@ -142,7 +142,8 @@ def correlation_figure(corrs: dict[str, pd.DataFrame]) -> go.Figure:
 
 
 def mean_errors_figure(draws: pd.DataFrame, column: str, epsilon: float) -> go.Figure:
-    """Seed 000's figure: errors of the histogram mean vs the Laplace-perturbed mean over simulated runs.
+    """The simulation figure of the lecture notes on differential privacy, ch. 6: errors of the histogram mean vs
+    the Laplace-perturbed mean over simulated runs.
 
     One panel per estimator, each on its own scale (their spreads can differ by orders of magnitude);
     the dashed line is the true mean (error 0).

@@ -7,7 +7,8 @@ Two kinds of functions live here, and the UI labels them so:
 - *Comparisons with the real data* (TVD, correlations, the mean simulation, trade-off curves)
   are for the curator's eyes only. They are not releases and are not part of any artifact.
 
-The mean comparison is seed 000's "RELEASING A PRIVATE HISTOGRAM: SIMULATION": the mean from
+The mean comparison is the simulation "Releasing a private histogram" of the lecture notes on
+differential privacy ("Statistics for Data Science", ch. 6): the mean from
 the private histogram, Z̄₁ = Σ c̃_j (l_j + h/2) / n, against the Laplace-perturbed sample
 mean, Z̄₂ = x̄ + Lap((U − L)/(nε)), both ε-DP under replace-one neighbours with n public.
 """
@@ -26,7 +27,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.binning import encode
 from dpsynth.errors import InputError
-from dpsynth.humanize import count, number, percent
+from dpsynth.humanize import about, count, number, percent
 from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
 from dpsynth.neighbours import Neighbours, bounded_mean_sensitivity, histogram_l1_sensitivity
 from dpsynth.schema import NumericColumn, Schema
@@ -259,15 +260,15 @@ def noise_sentences(info: dict[str, Any]) -> list[str]:
     ]
 
 
-# ---------------------------------------------------------------- seed 000's mean comparison
+# ---------------------------------------------------------------- the lecture notes' mean comparison (ch. 6)
 def histogram_mean(counts: np.ndarray, column: NumericColumn, n: float) -> float:
-    """Σ_j c_j (l_j + h/2) / n over the column's bins (seed 000); a missing cell is ignored."""
+    """Σ_j c_j (l_j + h/2) / n over the column's bins (lecture notes, ch. 6); a missing cell is ignored."""
     c = np.asarray(counts, dtype=np.float64)[: column.bins]
     return float(c @ column.midpoints() / n)
 
 
 def perturbed_mean(values: np.ndarray, column: NumericColumn, epsilon: float, *, rng: np.random.Generator) -> float:
-    """x̄ + Laplace((U − L)/(nε)) under replace-one neighbours with n public (seed 000), done safely.
+    """x̄ + Laplace((U − L)/(nε)) under replace-one neighbours with n public (lecture notes, ch. 6), done safely.
 
     Floating-point-safe version (Mironov 2012): values are clamped and rounded to a grid of step
     γ = (U − L)/GRID (a per-record map), their sum in grid units has sensitivity GRID, and exact
@@ -366,7 +367,7 @@ def accuracy_preview(
         out["rows_per_cell"] = per_cell
         if per_cell < 2 * std:
             warnings.append(
-                f"About {per_cell:,.2g} rows per cell against noise of ±{std:,.1f} per cell: most cells will be"
+                f"{about(per_cell, 'row').capitalize()} per cell against noise of ±{number(std)} per cell: most cells will be"
                 " noise. Use fewer bins or columns, a larger ε, or the marginals method."
             )
     out["warnings"] = warnings

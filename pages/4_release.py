@@ -6,7 +6,7 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
 from dpsynth.errors import DPSynthError, InputError
-from dpsynth.humanize import cells
+from dpsynth.humanize import cells, number
 from dpsynth.mechanisms import calibrate
 from dpsynth.release import card_summary_line, choose_method, release, release_from_source
 from dpsynth.ui_state import AppState, get_state
@@ -78,7 +78,7 @@ def summary(state: AppState) -> bool:
     st.markdown(
         f"- **Data**: {state.data_label}\n"
         f"- **Columns**: {', '.join(schema.names)} (a full table of {cells(schema.n_cells)})\n"
-        f"- **Privacy**: ε = {state.epsilon:g}" + (f", δ = {delta:g}" if delta else " (pure DP)") +
+        f"- **Privacy**: ε = {number(state.epsilon)}" + (f", δ = {number(delta)}" if delta else " (pure DP)") +
         f", {state.neighbours} neighbours, unit: "
         + (f"a person ({state.id_column!r}, ≤ {state.max_contributions} rows)" if state.id_column else "one row") + "\n"
         f"- **Method**: {method} ({why})"

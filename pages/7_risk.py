@@ -1,11 +1,11 @@
-"""Risk page: share of records unique on chosen quasi-identifiers, real versus synthetic (seed 000)."""
+"""Risk page: share of records unique on chosen quasi-identifiers, real versus synthetic, read at the release's ε."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dpsynth import plots
-from dpsynth.risk import uniqueness_report
+from dpsynth.risk import risk_sentences, uniqueness_report
 from dpsynth.ui_state import get_state, show_errors
 
 DEFAULT_QI = ["age", "sex", "race", "education", "marital_status", "native_country", "zip", "birth_date", "gender"]
@@ -37,15 +37,9 @@ def main() -> None:
             state.analyses[key] = uniqueness_report(state.data, state.release.synthetic, state.release.schema, qi)
         rep = state.analyses[key]
         st.plotly_chart(plots.risk_figure(rep), key="risk_fig")
-        st.markdown(
-            f"- **{rep['real_unique_raw']:.1%}** of real records are unique on their exact values, "
-            f"**{rep['real_unique_binned']:.1%}** once binned as in the schema.\n"
-            f"- **{rep['synthetic_unique_binned']:.1%}** of synthetic rows are unique — but a synthetic row is not a"
-            " person: it was sampled from noisy counts.\n"
-            f"- **{rep['synthetic_matching_real_unique']:.1%}** of synthetic rows land on a combination that only one"
-            " real person has. Differential privacy guarantees such matches are about as likely whether or not that"
-            " person is in the data, so they reveal little about them."
-        )
+        bullets, closing, tone = risk_sentences(rep, state.release.card["privacy"]["epsilon"])
+        st.markdown("\n".join("- " + b for b in bullets))
+        (st.warning if tone == "warning" else st.info)(closing)
 
 
 main()

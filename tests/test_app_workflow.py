@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from dpsynth import plots
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.report import PRIVATE_MARKER
+from dpsynth.risk import risk_sentences
 from dpsynth.ui_state import DEFAULT_EPSILON, EPSILON_RANGE, AppState, epsilon_problem
 from tests.test_app_pages import no_exception, released, small_csv, state_of, uploaded
 
@@ -168,3 +169,35 @@ def test_quality_reports_to_download(ledger_path: Path) -> None:
     assert PRIVATE_MARKER.upper().encode() in private
     assert PRIVATE_MARKER.upper().encode() not in public
     assert plots.REAL.encode() in private and plots.REAL.encode() not in public
+
+
+# ---------------------------------------------------------------- plain language
+def test_risk_wording_depends_on_epsilon(ledger_path: Path) -> None:
+    at = released(ledger_path, epsilon=4.0)
+    at.switch_page("pages/7_risk.py").run()
+    no_exception(at)
+    assert any("no longer makes these matches harmless" in w.value and "55 times" in w.value for w in at.warning)
+    assert not any("reveal little" in i.value for i in at.info)
+
+
+def test_risk_sentences_at_small_and_large_epsilon() -> None:
+    rep = {"real_unique_raw": 0.2, "real_unique_binned": 0.1, "synthetic_unique_binned": 0.05,
+           "synthetic_matching_real_unique": 0.075}
+    _, low, tone = risk_sentences(rep, 0.5)
+    assert tone == "info" and "reveal little" in low
+    bullets, high, tone = risk_sentences(rep, 10.0)
+    assert tone == "warning" and "22,000 times" in high and "reveal little" not in high
+    assert "7.5%" in bullets[-1]
+
+
+def test_pages_use_plain_words(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    texts = []
+    for page in ["pages/4_release.py", "pages/5_utility.py", "pages/7_risk.py", "pages/8_mechanisms.py"]:
+        at.switch_page(page).run()
+        no_exception(at)
+        texts += [e.value for kind in ("markdown", "caption", "success", "info", "warning", "error")
+                  for e in at.get(kind) if isinstance(getattr(e, "value", None), str)]
+    text = " ".join(texts)
+    for jargon in ("seed 0", "Theorem", "e^ε =", "e+0", "e-0", " 1 rows"):
+        assert jargon not in text, jargon
