@@ -58,12 +58,10 @@ def small_number(x: float) -> str:
     """A tiny positive number as a power of ten: ``1e-06`` → ``10⁻⁶``, ``2.5e-07`` → ``2.5 × 10⁻⁷``."""
     if x == 0:
         return "0"
-    exp = math.floor(math.log10(abs(x)))
-    mant = round_sig(x / 10**exp, 2)
-    if mant == 10:
-        mant, exp = 1, exp + 1
+    mant_text, exp_text = f"{abs(x):.1e}".split("e")  # exact for any float, subnormals included
+    mant, exp = float(mant_text), int(exp_text)
     sign = "−" if x < 0 else ""
-    m = f"{abs(mant):g}"
+    m = f"{mant:g}"
     return sign + (power_of_ten(exp) if m == "1" else f"{m} × {power_of_ten(exp)}")
 
 
@@ -119,11 +117,11 @@ def percent(p: float, decimals: int = 1) -> str:
 
 
 def cells(n: int) -> str:
-    """The size of a domain: ``48 cells``, ``about 120 trillion cells (10¹⁴)``, ``about 10¹⁷⁴ cells``."""
+    """The size of a domain: ``48 cells``, ``about 120 trillion cells``, ``about 10¹⁷⁴ cells (a 175-digit number)``."""
     if n < 10**6:
         return count(n, "cell")
     digits = len(str(int(n)))
     words = big_number(n)
     if words.endswith(power_of_ten(digits - 1)):  # past the named scales
         return f"{words} cells (a {digits}-digit number)"
-    return f"{words} cells (about {power_of_ten(digits - 1)})"
+    return f"{words} cells"

@@ -159,9 +159,9 @@ def comparison_summary(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
 def value_table(comparison: dict[str, Any], formatted: bool = False) -> pd.DataFrame:
     """The statistics of one :func:`value_comparison` as a two-column table (real, synthetic) for display;
     ``formatted``: numbers and shares as text for people."""
-    labels = {"mean": "mean", "median": "median", **{f"q{round(q * 100)}": f"{round(q * 100)}% of values are below"
+    labels = {"mean": "mean", "median": "median", **{f"q{round(q * 100)}": f"{round(q * 100)}% of rows are below"
                                                     for q in QUANTILES},
-              "mode_share": f"share of the value {number(comparison['mode'])} (the most common real value)"}
+              "mode_share": f"rows equal to {number(comparison['mode'])} (most common)"}
     order = ["mean", "median", "q5", "q25", "q75", "q95", "mode_share"]
     out = pd.DataFrame({"statistic": [labels[k] for k in order],
                         "real (only you)": [comparison["real"][k] for k in order],
@@ -173,11 +173,18 @@ def value_table(comparison: dict[str, Any], formatted: bool = False) -> pd.DataF
 
 
 def formatted_comparisons(table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`value_comparisons` with numbers and shares written for people."""
-    shown = table.copy()
-    for c in shown.columns[1:]:
-        shown[c] = [percent(v) if "share" in c else number(v) for v in shown[c]]
-    return shown
+    """:func:`comparison_summary` written for people, compactly: each statistic as 'real → synthetic'."""
+    def pair(a: str, b: str, fmt: Callable[[float], str]) -> list[str]:
+        return [f"{fmt(x)} → {fmt(y)}" for x, y in zip(table[a], table[b], strict=True)]
+
+    return pd.DataFrame({
+        "column": table["column"],
+        "mean (real → synthetic)": pair("mean (real)", "mean (synthetic)", number),
+        "median": pair("median (real)", "median (synthetic)", number),
+        "most common real value": [number(v) for v in table["most common real value"]],
+        "rows with that value": pair("its share (real)", "its share (synthetic)", percent),
+        "KS distance": [number(v, 2) for v in table["KS distance"]],
+    })
 
 
 def ecdf_points(x: np.ndarray, points: int = 201) -> tuple[np.ndarray, np.ndarray]:

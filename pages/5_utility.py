@@ -8,7 +8,7 @@ import streamlit as st
 from dpsynth import plots
 from dpsynth.humanize import number
 from dpsynth.noise import secure_rng
-from dpsynth.report import private_report, public_summary
+from dpsynth.report import private_report, public_summary, verdict
 from dpsynth.schema import NumericColumn
 from dpsynth.ui_state import AppState, get_state, show_errors
 from dpsynth.utility import (
@@ -179,6 +179,18 @@ def reports_section(state: AppState) -> None:
                        key="util_download_public", type="primary")
 
 
+def verdict_section(state: AppState) -> None:
+    """The plain verdict first: is the synthetic data close to the real data, and what would help."""
+    rel = state.release
+    if "fidelity" not in state.analyses:
+        state.analyses["fidelity"] = fidelity(state.data, rel.synthetic, rel.schema)
+    if "values" not in state.analyses:
+        state.analyses["values"] = value_comparisons(state.data, rel.synthetic, rel.schema)
+    level, reasons = verdict(state.analyses["fidelity"], state.analyses["values"])
+    show = st.success if level.startswith("close") else st.warning if level == "usable with care" else st.error
+    show(f"**Verdict: {level}.**\n" + "\n".join("- " + r for r in reasons))
+
+
 def main() -> None:
     state = get_state(st.session_state)
     st.title("Utility: how useful is the release?")
@@ -188,6 +200,7 @@ def main() -> None:
         return
     st.warning(EYES_ONLY)
     with show_errors():
+        verdict_section(state)
         marginals_section(state)
         values_section(state)
         pair_section(state)
