@@ -71,6 +71,12 @@ def _figure(fig: go.Figure) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
 
 
+def _exact(x: float) -> str:
+    """A public bound exactly as declared (thousands separators, no rounding, no scientific notation)."""
+    x = float(x)
+    return f"{int(x):,}" if x.is_integer() else f"{x:,.10f}".rstrip("0").rstrip(".")
+
+
 def card_html(card: dict[str, Any]) -> str:
     """The release card as HTML: guarantee, protection, method, warnings and the public schema."""
     p = card["privacy"]
@@ -100,7 +106,7 @@ def card_html(card: dict[str, Any]) -> str:
         out.append("<h3>Columns (public schema)</h3><table><tr><th>column</th><th>type</th><th>values</th></tr>")
         for c in cols:
             if c["type"] == "numeric":
-                dom = f"{number(c['lower'])} to {number(c['upper'])} in {c['bins']} bins"
+                dom = f"{_exact(c['lower'])} to {_exact(c['upper'])} in {c['bins']} bins"
             else:
                 cats = list(c["categories"])
                 dom = ", ".join(cats[:10]) + (f", … ({len(cats)} categories)" if len(cats) > 10 else "")
