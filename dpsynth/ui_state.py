@@ -123,9 +123,13 @@ class AppState:
     def settings_key(self) -> str:
         """A short fingerprint of the public settings a release is made with (data, schema, ε, δ, noise,
         neighbours, method, unit of protection, row-count hint). No private value enters it."""
-        schema, _ = self.schema()
+        # the included rows of the editor table stand for the schema (hashing them is cheaper than parsing them)
+        table = self.schema_table
+        included = None if table is None else table.loc[table["include"]].reset_index(drop=True)
+        schema_hash = None if included is None else \
+            hashlib.sha256(pd.util.hash_pandas_object(included, index=False).to_numpy().tobytes()).hexdigest()
         settings = {
-            "dataset": self.dataset_id, "schema": schema.to_dict() if schema is not None else None,
+            "dataset": self.dataset_id, "schema": schema_hash,
             "epsilon": float(self.epsilon), "delta": float(self.spend_delta()), "mechanism": self.mechanism,
             "neighbours": self.neighbours, "method": self.method, "id_column": self.id_column,
             "max_contributions": int(self.max_contributions), "expected_rows": self.expected_rows,
