@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from dpsynth.errors import DPSynthError
-from dpsynth.humanize import cells, number
+from dpsynth.humanize import budget, cells
 from dpsynth.ui_state import get_state
 
 HERE = Path(__file__).parent
@@ -38,7 +38,7 @@ def sidebar_status() -> None:
             st.error(str(exc))
             return
         total_eps = total.epsilon if total else state.total_epsilon
-        st.caption(f"**Budget**: ε spent {number(spent.epsilon)} of {number(total_eps)}")
+        st.caption(f"**Budget**: ε spent {budget(spent.epsilon)} of {budget(total_eps)}")
         st.progress(min(1.0, spent.epsilon / total_eps) if total_eps else 1.0)
         release = "not made yet" if state.release is None else (
             "made with earlier settings" if state.release_is_stale else "ready to download")

@@ -54,6 +54,11 @@ def number(x: float, sig: int = 3) -> str:
     return small_number(x)
 
 
+def budget(x: float) -> str:
+    """An ε or budget amount: float sums rounded away (0.1 + 0.2 → ``0.3``, 4 − 3.9999999999 → ``0``)."""
+    return number(round(float(x), 6) + 0.0)
+
+
 def small_number(x: float) -> str:
     """A tiny positive number as a power of ten: ``1e-06`` → ``10⁻⁶``, ``2.5e-07`` → ``2.5 × 10⁻⁷``."""
     if x == 0:

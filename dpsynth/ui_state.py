@@ -29,7 +29,7 @@ from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
 from dpsynth.datasets import dataset_fingerprint, file_fingerprint
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
-from dpsynth.humanize import factor, number
+from dpsynth.humanize import budget, factor, number
 from dpsynth.mechanisms import check_epsilon
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema
@@ -160,8 +160,8 @@ class AppState:
                     " made: every release adds to what can be learnt about the same people. Use a release you"
                     " already made, or load a different dataset.")
         if self.epsilon > left.epsilon + 1e-9:
-            return (f"This release asks for ε = {number(self.epsilon)} but only ε = {number(left.epsilon)} is left in"
-                    f" this dataset's budget. Lower ε to at most {number(left.epsilon)} on the Privacy page.")
+            return (f"This release asks for ε = {number(self.epsilon)} but only ε = {budget(left.epsilon)} is left in"
+                    f" this dataset's budget. Lower ε to at most {budget(left.epsilon)} on the Privacy page.")
         delta = self.spend_delta()
         if delta > left.delta * (1 + 1e-9):
             return (f"This release asks for δ = {number(delta)} but only δ = {number(left.delta)} is left. Choose"

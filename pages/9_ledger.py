@@ -9,6 +9,7 @@ import streamlit as st
 
 from dpsynth import plots
 from dpsynth.accounting import PrivacyBudget
+from dpsynth.humanize import budget
 from dpsynth.io import to_safe_csv
 from dpsynth.ui_state import get_state, show_errors
 
@@ -38,9 +39,9 @@ def main() -> None:
             mine = spends[spends["dataset_id"] == state.dataset_id]
             row = datasets[datasets["dataset_id"] == state.dataset_id].iloc[0]
             c1, c2, c3 = st.columns(3)
-            c1.metric("total ε", f"{row['total_epsilon']:g}")
-            c2.metric("spent", f"{row['spent_epsilon']:g}")
-            c3.metric("left", f"{row['remaining_epsilon']:g}")
+            c1.metric("total ε", budget(row["total_epsilon"]))
+            c2.metric("spent", budget(row["spent_epsilon"]))
+            c3.metric("left", budget(row["remaining_epsilon"]))
             st.plotly_chart(plots.budget_figure(mine, float(row["total_epsilon"])), key="ledger_fig")
             with st.expander("Change this dataset's total budget"):
                 st.caption("Raising the total is a policy decision; every spend so far still counts against it.")

@@ -40,3 +40,9 @@ def test_domain_sizes_in_words() -> None:
 def test_never_scientific_notation(x: float) -> None:
     text = h.number(x)
     assert "e+" not in text and "e-" not in text
+
+
+def test_budget_amounts_hide_float_sums() -> None:
+    assert h.budget(0.1 + 0.2) == "0.3"
+    assert h.budget(4 - 3.9999999999) == "0"
+    assert h.budget(-1e-12) == "0"
