@@ -150,8 +150,12 @@ def verdict(fid: dict[str, Any], comparisons: dict[str, dict[str, Any]]) -> tupl
             f" has {percent(v['real']['mode_share'])} of real rows but {percent(v['synthetic']['mode_share'])}"
             f" of synthetic rows; mean {number(v['real']['mean'])} real vs {number(v['synthetic']['mean'])}"
             " synthetic.")
-    if level != "close to the real data":
-        reasons.append("What would help: fewer columns, fewer bins (coarser ranges), or a larger ε.")
+    if distorted:
+        reasons.append("Why: a synthetic value is drawn evenly inside its bin, so a value many rows share is spread"
+                       " over the whole bin. Narrower bins where the values crowd (so the common value has a small bin"
+                       " to itself) keep such peaks.")
+    if one > GOOD_TVD:
+        reasons.append("What would help overall: fewer columns, coarser bins, or a larger ε.")
     return level, reasons
 
 
