@@ -42,6 +42,9 @@ EPSILON_RANGE: tuple[float, float] = (0.01, 50.0)
 #: ε offered for a newly loaded dataset (lowered to what its budget has left).
 DEFAULT_EPSILON = 1.0
 DEFAULT_DELTA = 1e-6
+#: Shown on the checking pages when the release was made with settings other than the current ones.
+STALE_NOTE = (":material/history: This page checks the release you made earlier, with different settings (ε, δ, noise,"
+              " method or schema) from the current ones. Make a new release on the Release page to check those.")
 
 SOURCE_LABELS: dict[str, str] = {
     "public": "public",

@@ -10,7 +10,7 @@ from dpsynth.humanize import number
 from dpsynth.noise import secure_rng
 from dpsynth.report import private_report, public_summary, verdict
 from dpsynth.schema import NumericColumn
-from dpsynth.ui_state import AppState, get_state, show_errors
+from dpsynth.ui_state import STALE_NOTE, AppState, get_state, show_errors
 from dpsynth.utility import (
     comparison_summary,
     correlations,
@@ -199,6 +199,8 @@ def main() -> None:
         st.page_link("pages/4_release.py", label="Go to Release", icon=":material/rocket_launch:")
         return
     st.warning(EYES_ONLY)
+    if state.release_is_stale:
+        st.info(STALE_NOTE)
     with show_errors():
         verdict_section(state)
         marginals_section(state)

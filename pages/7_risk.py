@@ -6,7 +6,7 @@ import streamlit as st
 
 from dpsynth import plots
 from dpsynth.risk import risk_sentences, uniqueness_report
-from dpsynth.ui_state import get_state, show_errors
+from dpsynth.ui_state import STALE_NOTE, get_state, show_errors
 
 DEFAULT_QI = ["age", "sex", "race", "education", "marital_status", "native_country", "zip", "birth_date", "gender"]
 
@@ -24,6 +24,8 @@ def main() -> None:
         st.info("Make a release first (Release page).")
         st.page_link("pages/4_release.py", label="Go to Release", icon=":material/rocket_launch:")
         return
+    if state.release_is_stale:
+        st.info(STALE_NOTE)
     names = state.release.schema.names
     default = [c for c in DEFAULT_QI if c in names][:5] or names[:2]
     qi = st.multiselect("Quasi-identifiers", names, default=default, key="risk_qi")

@@ -41,6 +41,10 @@ def test_release_marked_when_settings_change(ledger_path: Path) -> None:
     no_exception(at)
     assert any("different settings" in w.value for w in at.warning)
     assert state_of(at).release_is_stale
+    for page in ("pages/5_utility.py", "pages/7_risk.py"):
+        at.switch_page(page).run()
+        assert any("different settings" in i.value for i in at.info)
+    at.switch_page("pages/4_release.py").run()
     # back to the settings it was made with: the mark goes
     at.switch_page("pages/3_privacy.py").run()
     at.number_input(key="privacy_epsilon").set_value(1.0).run()
