@@ -1,6 +1,6 @@
 """Screenshots of the curator's workflow states into docs/screenshots/: a release, the same release after
 the settings changed, the Utility page's raw-value comparison and reports, the risk page at the release's ε,
-the Release page with the budget used up, and a failed upload after a good one.
+the Release page with the budget used up, a failed upload after a good one, and a new upload's Release page.
 
 Usage: python -m tests.e2e.take_workflow_screenshots
 """
@@ -76,6 +76,17 @@ def main() -> None:
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(bad))
         wait_idle(page)
         shot(page, "1_data_bad_upload", 1100)
+        import numpy as np
+        import pandas as pd
+
+        rng = np.random.default_rng(0)
+        good = Path(tmp) / "patients.csv"
+        pd.DataFrame({"age": rng.integers(18, 95, 2000), "ward": rng.choice(["north", "south", "east"], 2000),
+                      "stay_days": rng.integers(1, 30, 2000)}).to_csv(good, index=False)
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(good))
+        wait_idle(page)
+        goto_page(page, "4 · Release")
+        shot(page, "4_release_uploaded", 1200)
     print(f"screenshots in {OUT}")
 
 
