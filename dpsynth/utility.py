@@ -108,9 +108,10 @@ def numeric_values(df: pd.DataFrame, column: str) -> np.ndarray:
     return x[~np.isnan(x)]
 
 
-def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
+def ks_distance(a: np.ndarray, b: np.ndarray, *, is_sorted: bool = False) -> float:
     """Kolmogorov–Smirnov distance sup |F_a − F_b| between two samples' empirical distribution functions."""
-    a, b = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
+    if not is_sorted:
+        a, b = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
     if len(a) == 0 or len(b) == 0:
         return 1.0 if len(a) != len(b) else 0.0
     grid = np.concatenate([a, b])
@@ -119,30 +120,50 @@ def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(fa - fb).max())
 
 
+def _sorted_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quantiles of a sorted sample by linear interpolation (numpy's default method), without re-sorting."""
+    pos = probs * (len(x) - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, len(x) - 1)
+    return x[lo] + (x[hi] - x[lo]) * (pos - lo)
+
+
 def value_comparison(real: pd.DataFrame, synthetic: pd.DataFrame, column: str) -> dict[str, Any]:
     """Raw values of one numeric column, real vs synthetic: mean, median, quantiles, the real data's most common
     value and its share in each table, and the KS distance (curator's eyes only: the real side is not private)."""
-    r, s = numeric_values(real, column), numeric_values(synthetic, column)
+    r, s = np.sort(numeric_values(real, column)), np.sort(numeric_values(synthetic, column))
     if len(r) == 0:
         raise InputError(f"Column {column!r} has no numeric values in your data to compare with.")
-    values, counts = np.unique(r, return_counts=True)
-    mode = float(values[np.argmax(counts)])
+    starts = np.flatnonzero(np.concatenate([[True], r[1:] != r[:-1]]))  # r is sorted: runs of equal values
+    runs = np.diff(np.append(starts, len(r)))
+    mode = float(r[starts[np.argmax(runs)]])
+    probs = np.array([0.5, *QUANTILES])
     out: dict[str, Any] = {"column": column, "mode": mode, "n_real": len(r), "n_synthetic": len(s),
-                           "ks": ks_distance(r, s), "ecdf": {"real": ecdf_points(r), "synthetic": ecdf_points(s)}}
+                           "ks": ks_distance(r, s, is_sorted=True),
+                           "ecdf": {"real": ecdf_points(r, is_sorted=True), "synthetic": ecdf_points(s, is_sorted=True)}}
     for side, x in (("real", r), ("synthetic", s)):
+        q = _sorted_quantiles(x, probs) if len(x) else np.full(len(probs), math.nan)
+        share = (np.searchsorted(x, mode, side="right") - np.searchsorted(x, mode, side="left")) / len(x) if len(x) \
+            else math.nan
         out[side] = {
             "mean": float(x.mean()) if len(x) else math.nan,
-            "median": float(np.median(x)) if len(x) else math.nan,
-            **{f"q{round(q * 100)}": float(np.quantile(x, q)) if len(x) else math.nan for q in QUANTILES},
-            "mode_share": float((x == mode).mean()) if len(x) else math.nan,
+            "median": float(q[0]),
+            **{f"q{round(p * 100)}": float(v) for p, v in zip(QUANTILES, q[1:], strict=True)},
+            "mode_share": float(share),
         }
     return out
 
 
 def value_comparisons(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, dict[str, Any]]:
-    """:func:`value_comparison` of every numeric column of the schema, by column name."""
-    return {c.name: value_comparison(real, synthetic, c.name) for c in schema.columns
-            if isinstance(c, NumericColumn) and c.name in real.columns}
+    """:func:`value_comparison` of every numeric column of the schema with numeric values, by column name."""
+    out = {}
+    for c in schema.columns:
+        if isinstance(c, NumericColumn) and c.name in real.columns:
+            try:
+                out[c.name] = value_comparison(real, synthetic, c.name)
+            except InputError:
+                continue  # no numeric value in the real column: nothing to compare
+    return out
 
 
 def comparison_summary(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -187,12 +208,15 @@ def formatted_comparisons(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def ecdf_points(x: np.ndarray, points: int = 201) -> tuple[np.ndarray, np.ndarray]:
+def ecdf_points(x: np.ndarray, points: int = 201, *, is_sorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(value, share of values ≤ it) at ``points`` evenly spaced shares: a compact empirical CDF to plot."""
     probs = np.linspace(0.0, 1.0, points)
     if len(x) == 0:
         return np.zeros(0), np.zeros(0)
-    return np.quantile(np.asarray(x, dtype=np.float64), probs, method="inverted_cdf"), probs
+    x = np.asarray(x, dtype=np.float64) if is_sorted else np.sort(np.asarray(x, dtype=np.float64))
+    # inverted CDF: the smallest value whose share of values at or below it reaches p
+    idx = np.clip(np.ceil(probs * len(x)).astype(np.int64) - 1, 0, len(x) - 1)
+    return x[idx], probs
 
 
 # ---------------------------------------------------------------- the released counts, explained (release side)

@@ -73,3 +73,28 @@ def test_noise_explanation_of_marginals_uses_each_tables_noise() -> None:
     assert info["noise_std_max"] == pytest.approx(DiscreteLaplace(1 / 300, 1, Fraction(300)).noise_std())
     assert info["noise_std_min"] == pytest.approx(10.0)
     assert "between ±10 and ±420" in " ".join(noise_sentences(info))
+
+
+def test_quantiles_and_ecdf_match_numpy() -> None:
+    rng = np.random.default_rng(8)
+    real = pd.DataFrame({"x": rng.integers(0, 50, 999)})
+    synthetic = pd.DataFrame({"x": rng.normal(25, 10, 1234)})
+    v = value_comparison(real, synthetic, "x")
+    for side, df in (("real", real), ("synthetic", synthetic)):
+        x = df["x"].to_numpy(dtype=float)
+        assert v[side]["median"] == pytest.approx(np.median(x))
+        for q in (5, 25, 75, 95):
+            assert v[side][f"q{q}"] == pytest.approx(np.quantile(x, q / 100))
+        xs, ps = v["ecdf"][side]
+        np.testing.assert_allclose(xs, np.quantile(x, ps, method="inverted_cdf"))
+    values, counts = np.unique(real["x"], return_counts=True)
+    assert v["mode"] == values[np.argmax(counts)]
+    assert v["real"]["mode_share"] == pytest.approx(counts.max() / 999)
+
+
+def test_a_column_without_numbers_is_left_out() -> None:
+    from dpsynth.schema import NumericColumn, Schema
+
+    schema = Schema((NumericColumn(name="x", lower=0, upper=10, bins=5), NumericColumn(name="y", lower=0, upper=1, bins=1)))
+    df = pd.DataFrame({"x": [1, 2], "y": ["", "n/a"]})
+    assert list(value_comparisons(df, df, schema)) == ["x"]
