@@ -18,6 +18,7 @@ def do_release(state: AppState) -> None:
     if schema is None:
         state.release_error = " ".join(errors)
         return
+    settings = state.settings_key()  # what the release is made with, taken before it starts
     # A new key for the next button: a second click of this one (double-click) is then ignored.
     state.release_attempt += 1
     state.release_in_progress = True
@@ -30,7 +31,7 @@ def do_release(state: AppState) -> None:
             id_column=state.id_column, max_contributions=state.max_contributions, expected_rows=state.expected_rows,
             progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
         )
-        state.release_settings = state.settings_key()
+        state.release_settings = settings
         bar.progress(1.0, text="Preparing the downloads")
         state.release_files = release_files(state.release)
         state.release_zip = release_zip(state.release)
