@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpsynth import plots
@@ -38,6 +41,14 @@ def counts(state: AppState, columns: list[str]) -> tuple:
     return state.analyses[key]
 
 
+def figure(state: AppState, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """A figure built once per release and kept with its analyses: building plotly figures dominates reruns."""
+    full = ("figure", *key)
+    if full not in state.analyses:
+        state.analyses[full] = build()
+    return state.analyses[full]
+
+
 def marginals_section(state: AppState) -> None:
     rel = state.release
     st.subheader("One column at a time")
@@ -45,7 +56,8 @@ def marginals_section(state: AppState) -> None:
     c = rel.schema.column(col)
     real, noisy, synth = counts(state, [col])
     series = {plots.REAL: real, plots.NOISY: noisy, plots.SYNTH: synth}
-    st.plotly_chart(plots.marginal_figure(c.labels(), series, col), key="util_marginal_fig")
+    st.plotly_chart(figure(state, ("marginal", col), lambda: plots.marginal_figure(c.labels(), series, col)),
+                    key="util_marginal_fig")
 
 
 def values_section(state: AppState) -> None:
@@ -69,7 +81,7 @@ def values_section(state: AppState) -> None:
     left.dataframe(value_table(v, formatted=True), hide_index=True, key="util_values_detail")
     left.markdown(f"**Kolmogorov–Smirnov distance: {number(v['ks'], 2)}** — the largest gap between the two curves on"
                   " the right (0 = the same distribution of values, 1 = no overlap).")
-    right.plotly_chart(plots.ecdf_figure(v), key="util_ecdf_fig")
+    right.plotly_chart(figure(state, ("ecdf", col), lambda: plots.ecdf_figure(v)), key="util_ecdf_fig")
 
 
 def noise_section(state: AppState) -> None:
@@ -96,7 +108,8 @@ def pair_section(state: AppState) -> None:
     y = c2.selectbox("Second column", [n for n in names if n != x], index=0, key="util_pair_y")
     real, noisy, synth = counts(state, [x, y])
     tables = {"real (only you)": real, "released noisy counts": noisy, "synthetic": synth}
-    st.plotly_chart(plots.heatmap_pair_figure(rel.schema.column(x).labels(), rel.schema.column(y).labels(), tables, x, y),
+    st.plotly_chart(figure(state, ("pair", x, y), lambda: plots.heatmap_pair_figure(
+                        rel.schema.column(x).labels(), rel.schema.column(y).labels(), tables, x, y)),
                     key="util_pair_fig")
 
 
@@ -110,7 +123,7 @@ def correlation_section(state: AppState) -> None:
     if not corrs:
         st.caption("Needs at least two numeric columns in the schema.")
         return
-    st.plotly_chart(plots.correlation_figure(corrs), key="util_corr_fig")
+    st.plotly_chart(figure(state, ("corr",), lambda: plots.correlation_figure(corrs)), key="util_corr_fig")
 
 
 def tvd_section(state: AppState) -> None:
@@ -123,7 +136,8 @@ def tvd_section(state: AppState) -> None:
                 f" counts into the other's. 0 = identical, 1 = nothing in common. Average over single columns:"
                 f" **{fid['mean_one_way']:.3f}**; over pairs: **{fid['mean_two_way']:.3f}**.")
     if len(fid["two_way"]):
-        st.plotly_chart(plots.tvd_pairs_figure(fid["two_way"], rel.schema.names), key="util_tvd_fig")
+        st.plotly_chart(figure(state, ("tvd",), lambda: plots.tvd_pairs_figure(fid["two_way"], rel.schema.names)),
+                        key="util_tvd_fig")
 
 
 def means_section(state: AppState) -> None:
@@ -146,7 +160,8 @@ def means_section(state: AppState) -> None:
         # simulated noise for the curator's view only; kept so reruns show the same picture
         state.analyses[key] = simulate_means(values, rel.schema.column(col), eps, reps, rng=secure_rng())
     sim = state.analyses[key]
-    st.plotly_chart(plots.mean_errors_figure(sim.draws, col, eps), key="util_mean_fig")
+    st.plotly_chart(figure(state, ("means", col, reps), lambda: plots.mean_errors_figure(sim.draws, col, eps)),
+                    key="util_mean_fig")
     st.dataframe(sim.summary.rename(columns={"sd": "standard deviation", "rmse": "root-mean-square error",
                                              "mae": "mean absolute error"}), hide_index=True, key="util_mean_table")
     st.caption("The histogram mean has a bias from putting every value at its bin's midpoint; the perturbed mean"
