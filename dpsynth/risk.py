@@ -38,13 +38,31 @@ def fraction_unique(df: pd.DataFrame, quasi_identifiers: Sequence[str]) -> float
     return float((sizes.to_numpy() == 1).mean())
 
 
-def uniqueness_report(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, quasi_identifiers: Sequence[str]) -> dict[str, Any]:
+def column_codes(df: pd.DataFrame, schema: Schema, names: Sequence[str], cache: dict[str, np.ndarray] | None = None,
+                 ) -> np.ndarray:
+    """Cell codes of ``names`` (rows × columns); columns already in ``cache`` are not encoded again."""
+    if cache is None:
+        return encode(df, schema.select(list(names))).codes
+    missing = [n for n in names if n not in cache]
+    if missing:
+        codes = encode(df, schema.select(missing)).codes
+        if len(codes) != len(df):  # a 'drop' policy left rows out: rows no longer align column by column
+            return encode(df, schema.select(list(names))).codes
+        cache.update({n: codes[:, i] for i, n in enumerate(missing)})
+    return np.column_stack([cache[n] for n in names]) if names else np.zeros((len(df), 0), dtype=np.int64)
+
+
+def uniqueness_report(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, quasi_identifiers: Sequence[str],
+                      *, cache: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
     """Uniqueness in the real data (raw values and binned by the schema) and in the synthetic data,
-    and the share of synthetic rows that fall in a binned combination unique to one real person."""
+    and the share of synthetic rows that fall in a binned combination unique to one real person.
+
+    ``cache`` (``{"real": {}, "synthetic": {}}``, kept by the caller for one release) holds each column's cell
+    codes, so choosing other quasi-identifiers encodes only the new columns."""
     qi = list(quasi_identifiers)
     sub = schema.select(qi)
-    rc = encode(real, sub).codes
-    sc = encode(synthetic, sub).codes
+    rc = column_codes(real, schema, qi, None if cache is None else cache.setdefault("real", {}))
+    sc = column_codes(synthetic, schema, qi, None if cache is None else cache.setdefault("synthetic", {}))
     r_keys = _keys(rc, sub.sizes)
     s_keys = _keys(sc, sub.sizes)
     ru, rcnt = np.unique(r_keys, return_counts=True)

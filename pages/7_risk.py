@@ -36,7 +36,8 @@ def main() -> None:
     with show_errors():
         key = ("risk", tuple(qi))
         if key not in state.analyses:
-            state.analyses[key] = uniqueness_report(state.data, state.release.synthetic, state.release.schema, qi)
+            state.analyses[key] = uniqueness_report(state.data, state.release.synthetic, state.release.schema, qi,
+                                                    cache=state.analyses.setdefault("risk_codes", {}))
         rep = state.analyses[key]
         st.plotly_chart(plots.risk_figure(rep), key="risk_fig")
         bullets, closing, tone = risk_sentences(rep, state.release.card["privacy"]["epsilon"])

@@ -98,3 +98,19 @@ def test_a_column_without_numbers_is_left_out() -> None:
     schema = Schema((NumericColumn(name="x", lower=0, upper=10, bins=5), NumericColumn(name="y", lower=0, upper=1, bins=1)))
     df = pd.DataFrame({"x": [1, 2], "y": ["", "n/a"]})
     assert list(value_comparisons(df, df, schema)) == ["x"]
+
+
+def test_risk_codes_cache_gives_the_same_report() -> None:
+    from dpsynth.risk import uniqueness_report
+    from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+
+    rng = np.random.default_rng(2)
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),
+                     CategoricalColumn(name="sex", categories=("F", "M")),
+                     CategoricalColumn(name="ward", categories=("a", "b"), on_unknown="drop")))
+    real = pd.DataFrame({"age": rng.integers(0, 100, 300), "sex": rng.choice(["F", "M"], 300),
+                         "ward": rng.choice(["a", "b", "zzz"], 300)})
+    synthetic = real.sample(frac=1.0, random_state=1).assign(ward=lambda d: d["ward"].replace("zzz", "a"))
+    cache: dict = {}
+    for qi in (["age", "sex"], ["sex"], ["age", "sex", "ward"], ["ward", "age"]):
+        assert uniqueness_report(real, synthetic, schema, qi, cache=cache) == uniqueness_report(real, synthetic, schema, qi)
