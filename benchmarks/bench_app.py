@@ -86,6 +86,8 @@ def main() -> None:
     at.switch_page("pages/7_risk.py")
     once("Risk page first view", at.run)
     repeated("Risk page rerun", at.run)
+    once("Risk: choose another set of quasi-identifiers (first time)",
+         lambda: at.multiselect(key="risk_qi").set_value(["age", "sex", "race", "native_country"]).run())
     at.switch_page("pages/8_mechanisms.py")
     repeated("Mechanisms page (four live demos)", at.run)
     at.switch_page("pages/9_ledger.py")

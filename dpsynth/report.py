@@ -16,6 +16,7 @@ import html
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -160,8 +161,12 @@ def verdict(fid: dict[str, Any], comparisons: dict[str, dict[str, Any]]) -> tupl
 
 
 def private_report(rel: Release, real: pd.DataFrame, *, fid: dict[str, Any] | None = None,
-                   comparisons: dict[str, dict[str, Any]] | None = None) -> str:
-    """The curator's quality report (HTML): card, comparisons with the real data, plain verdict. Not for publication."""
+                   comparisons: dict[str, dict[str, Any]] | None = None,
+                   codes: tuple[np.ndarray, np.ndarray] | None = None) -> str:
+    """The curator's quality report (HTML): card, comparisons with the real data, plain verdict. Not for publication.
+
+    ``fid``, ``comparisons`` and ``codes`` (the real and synthetic tables' cell codes) may be passed when already
+    computed for the same release."""
     schema = rel.schema
     fid = fid if fid is not None else fidelity(real, rel.synthetic, schema)
     comparisons = comparisons if comparisons is not None else value_comparisons(real, rel.synthetic, schema)
@@ -179,7 +184,8 @@ def private_report(rel: Release, real: pd.DataFrame, *, fid: dict[str, Any] | No
         body += ["<h2>Numbers, real vs synthetic</h2>", table.to_html(index=False, escape=True, border=0)]
         body += [_figure(plots.ecdf_figure(v)) for v in comparisons.values()]
     body.append("<h2>Each column: share of rows per value or range</h2>")
-    real_codes, synth_codes = encode(real, schema).codes, encode(rel.synthetic, schema).codes
+    real_codes, synth_codes = codes if codes is not None else (encode(real, schema).codes,
+                                                                encode(rel.synthetic, schema).codes)
     for j, c in enumerate(schema.columns):
         real_counts, noisy, synth = (marginal_counts(real_codes, schema.sizes, [j]), plots.released_marginal(rel, [c.name]),
                                      marginal_counts(synth_codes, schema.sizes, [j]))

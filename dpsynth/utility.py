@@ -74,9 +74,23 @@ def marginal_tvds(
     return pd.DataFrame(rows, columns=["columns", "tvd"])
 
 
+def with_numbers(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """A copy of ``df`` whose numeric schema columns are floats (blanks and text → NaN), converted once so that
+    the comparisons (encoding, correlations, raw values) do not each parse the same text again."""
+    out = df.copy(deep=False)
+    for c in schema.columns:
+        if isinstance(c, NumericColumn) and c.name in out.columns:
+            out[c.name] = pd.to_numeric(out[c.name], errors="coerce").astype("float64")
+    return out
+
+
 def fidelity(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, Any]:
     """1- and 2-way marginal TVDs (per column / pair and averaged) between real and synthetic tables."""
-    rc, sc = encode(real, schema).codes, encode(synthetic, schema).codes
+    return fidelity_of_codes(encode(real, schema).codes, encode(synthetic, schema).codes, schema)
+
+
+def fidelity_of_codes(rc: np.ndarray, sc: np.ndarray, schema: Schema) -> dict[str, Any]:
+    """:func:`fidelity` from the tables' cell codes (encode once, reuse for other comparisons)."""
     one = marginal_tvds(rc, sc, schema.sizes, 1, schema.names)
     two = marginal_tvds(rc, sc, schema.sizes, 2, schema.names) if len(schema.columns) > 1 else one.iloc[0:0]
     return {"one_way": one, "two_way": two,
