@@ -171,6 +171,43 @@ class AppState:
                     " Laplace noise (δ = 0) or a smaller δ on the Privacy page.")
         return None
 
+    # ------------------------------------------------------------ curator-only checks of the current release
+    def comparison_tables(self) -> tuple[pd.DataFrame, Any, Any]:
+        """The real table with its numbers parsed, and the real and synthetic tables' cell codes (once per release)."""
+        if "tables" not in self.analyses:
+            from dpsynth.binning import encode
+            from dpsynth.utility import with_numbers
+
+            schema = self.release.schema
+            real = with_numbers(self.data, schema)
+            self.analyses["tables"] = (real, encode(real, schema).codes, encode(self.release.synthetic, schema).codes)
+        return self.analyses["tables"]
+
+    def fidelity(self) -> dict[str, Any]:
+        """One- and two-column TVDs of the release against the real data (:func:`dpsynth.utility.fidelity`)."""
+        if "fidelity" not in self.analyses:
+            from dpsynth.utility import fidelity_of_codes
+
+            _, rc, sc = self.comparison_tables()
+            self.analyses["fidelity"] = fidelity_of_codes(rc, sc, self.release.schema)
+        return self.analyses["fidelity"]
+
+    def value_comparisons(self) -> dict[str, dict[str, Any]]:
+        """Raw values of the numeric columns, real vs synthetic (:func:`dpsynth.utility.value_comparisons`)."""
+        if "values" not in self.analyses:
+            from dpsynth.utility import value_comparisons
+
+            self.analyses["values"] = value_comparisons(self.comparison_tables()[0], self.release.synthetic,
+                                                        self.release.schema)
+        return self.analyses["values"]
+
+    def prepare_checks(self) -> None:
+        """Compute the Utility page's heavy comparisons now (e.g. in the background right after a release), so the
+        page's first view only draws. Curator-only analyses: nothing here is released or charged."""
+        if self.release is not None and self.data is not None:
+            self.fidelity()
+            self.value_comparisons()
+
     # ------------------------------------------------------------ transitions
     def load(self, df: pd.DataFrame, name: str, *, label: str = "", sample: str | None = None,
              public_schema: Schema | None = None, upload_id: str | None = None,

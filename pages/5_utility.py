@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dpsynth import plots
-from dpsynth.binning import encode
 from dpsynth.humanize import number
 from dpsynth.noise import secure_rng
 from dpsynth.report import private_report, public_summary, verdict
@@ -19,15 +17,12 @@ from dpsynth.ui_state import STALE_NOTE, AppState, get_state, show_errors
 from dpsynth.utility import (
     comparison_summary,
     correlations,
-    fidelity_of_codes,
     formatted_comparisons,
     marginal_counts,
     noise_explanation,
     noise_sentences,
     simulate_means,
-    value_comparisons,
     value_table,
-    with_numbers,
 )
 
 EYES_ONLY = (":material/lock: **For your eyes only — not part of the release.** These comparisons use the real data. Do not"
@@ -35,40 +30,18 @@ EYES_ONLY = (":material/lock: **For your eyes only — not part of the release.*
              " end uses the release only.)")
 
 
-def tables(state: AppState) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """The real table with its numbers parsed, and both tables' cell codes: once per release."""
-    if "tables" not in state.analyses:
-        rel = state.release
-        real = with_numbers(state.data, rel.schema)
-        state.analyses["tables"] = (real, encode(real, rel.schema).codes, encode(rel.synthetic, rel.schema).codes)
-    return state.analyses["tables"]
-
-
 def counts(state: AppState, columns: list[str]) -> tuple:
     """Real, released and synthetic counts on ``columns``, computed once per release and kept in the session."""
     key = ("counts", tuple(columns))
     if key not in state.analyses:
         rel = state.release
-        _, rc, sc = tables(state)
+        _, rc, sc = state.comparison_tables()
         idx = [rel.schema.names.index(c) for c in columns]
         shape = [rel.schema.sizes[j] for j in idx]
         state.analyses[key] = (marginal_counts(rc, rel.schema.sizes, idx).reshape(shape).astype(np.float64),
                                plots.released_marginal(rel, columns),
                                marginal_counts(sc, rel.schema.sizes, idx).reshape(shape).astype(np.float64))
     return state.analyses[key]
-
-
-def fidelity_of(state: AppState) -> dict:
-    if "fidelity" not in state.analyses:
-        _, rc, sc = tables(state)
-        state.analyses["fidelity"] = fidelity_of_codes(rc, sc, state.release.schema)
-    return state.analyses["fidelity"]
-
-
-def comparisons_of(state: AppState) -> dict:
-    if "values" not in state.analyses:
-        state.analyses["values"] = value_comparisons(tables(state)[0], state.release.synthetic, state.release.schema)
-    return state.analyses["values"]
 
 
 def figure(state: AppState, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
@@ -98,7 +71,7 @@ def values_section(state: AppState) -> None:
     if not numeric:
         st.caption("Needs a numeric column in the schema.")
         return
-    comparisons = comparisons_of(state)
+    comparisons = state.value_comparisons()
     st.markdown("Bars of binned shares can look right while the numbers inside the bins are not: a synthetic value"
                 " is drawn evenly inside its bin, so a column where most people have exactly 0 (or exactly 40)"
                 " loses that peak. This table compares the actual values.")
@@ -145,7 +118,7 @@ def correlation_section(state: AppState) -> None:
     rel = state.release
     key = "correlations"
     if key not in state.analyses:
-        state.analyses[key] = correlations(tables(state)[0], rel.synthetic, rel.schema)
+        state.analyses[key] = correlations(state.comparison_tables()[0], rel.synthetic, rel.schema)
     corrs = state.analyses[key]
     st.subheader("Correlations between numeric columns")
     if not corrs:
@@ -156,7 +129,7 @@ def correlation_section(state: AppState) -> None:
 
 def tvd_section(state: AppState) -> None:
     rel = state.release
-    fid = fidelity_of(state)
+    fid = state.fidelity()
     st.subheader("Distance between real and synthetic, per pair of columns")
     st.markdown(f"Total-variation distance (TVD): the share of rows that would have to move to turn one table's"
                 f" counts into the other's. 0 = identical, 1 = nothing in common. Average over single columns:"
@@ -182,7 +155,7 @@ def means_section(state: AppState) -> None:
     eps = rel.card["privacy"]["epsilon"]
     key = ("means", col, reps)
     if key not in state.analyses:
-        values = tables(state)[0][col].to_numpy(dtype=float)
+        values = state.comparison_tables()[0][col].to_numpy(dtype=float)
         # simulated noise for the curator's view only; kept so reruns show the same picture
         state.analyses[key] = simulate_means(values, rel.schema.column(col), eps, reps, rng=secure_rng())
     sim = state.analyses[key]
@@ -205,8 +178,8 @@ def reports_section(state: AppState) -> None:
         if st.button("Prepare the two reports (a few seconds)", key="util_prepare_reports"):
             with st.spinner("Writing the reports"):
                 state.analyses["reports"] = (
-                    private_report(rel, tables(state)[0], fid=fidelity_of(state), comparisons=comparisons_of(state),
-                                   codes=tables(state)[1:]).encode(),
+                    private_report(rel, state.comparison_tables()[0], fid=state.fidelity(), comparisons=state.value_comparisons(),
+                                   codes=state.comparison_tables()[1:]).encode(),
                     public_summary(rel).encode())
             st.rerun()
         return
@@ -220,7 +193,7 @@ def reports_section(state: AppState) -> None:
 
 def verdict_section(state: AppState) -> None:
     """The plain verdict first: is the synthetic data close to the real data, and what would help."""
-    level, reasons = verdict(fidelity_of(state), comparisons_of(state))
+    level, reasons = verdict(state.fidelity(), state.value_comparisons())
     show = st.success if level.startswith("close") else st.warning if level == "usable with care" else st.error
     show(f"**Verdict: {level}.**\n" + "\n".join("- " + r for r in reasons))
 

@@ -205,3 +205,14 @@ def test_pages_use_plain_words(ledger_path: Path) -> None:
     text = " ".join(texts)
     for jargon in ("seed 0", "Theorem", "e^ε =", "e+0", "e-0", " 1 rows"):
         assert jargon not in text, jargon
+
+
+def test_prepared_checks_are_what_the_utility_page_shows(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    state = state_of(at)
+    state.prepare_checks()
+    fid, values = state.analyses["fidelity"], state.analyses["values"]
+    at.switch_page("pages/5_utility.py").run()
+    no_exception(at)
+    assert state_of(at).analyses["fidelity"] is fid and state_of(at).analyses["values"] is values
+    assert any(f"{fid['mean_one_way']:.3f}" in m.value for m in at.markdown)
