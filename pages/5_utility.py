@@ -65,20 +65,20 @@ def marginals_section(state: AppState) -> None:
 
 def values_section(state: AppState) -> None:
     """Raw values of numeric columns, real vs synthetic: binned shares can hide distorted numbers."""
-    rel = state.release
-    numeric = [c.name for c in rel.schema.columns if isinstance(c, NumericColumn)]
     st.subheader("Numbers, not just bins: real vs synthetic values")
-    if not numeric:
-        st.caption("Needs a numeric column in the schema.")
-        return
     comparisons = state.value_comparisons()
+    numeric = list(comparisons)
+    if not numeric:
+        st.caption("Needs a numeric column (with numbers in your data) in the schema.")
+        return
     st.markdown("Bars of binned shares can look right while the numbers inside the bins are not: a synthetic value"
                 " is drawn evenly inside its bin, so a column where most people have exactly 0 (or exactly 40)"
                 " loses that peak. This table compares the actual values.")
     st.dataframe(formatted_comparisons(comparison_summary(comparisons)), hide_index=True, key="util_values_table")
-    col = st.selectbox("Look closer at", numeric, key="util_values_column")
+    worst = max(range(len(numeric)), key=lambda i: comparisons[numeric[i]]["ks"])  # open on the most distorted
+    col = st.selectbox("Look closer at", numeric, index=worst, key="util_values_column")
     v = comparisons[col]
-    left, right = st.columns([2, 3])
+    left, right = st.columns([1, 1])
     left.dataframe(value_table(v, formatted=True), hide_index=True, key="util_values_detail")
     left.markdown(f"**Kolmogorov–Smirnov distance: {number(v['ks'], 2)}** — the largest gap between the two curves on"
                   " the right (0 = the same distribution of values, 1 = no overlap).")
