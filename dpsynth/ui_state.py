@@ -241,9 +241,11 @@ class AppState:
         self.max_contributions = 1
         self.expected_rows = None
         self.epsilon = DEFAULT_EPSILON
+        if not Path(self.ledger_path).exists():  # no ledger yet: nothing spent anywhere (and none created here)
+            return
         try:
             left = self.budget_left().epsilon
-        except DPSynthError:
+        except (DPSynthError, OSError):
             return
         if 0 < left < DEFAULT_EPSILON:
             # rounded down (within the ledger's float slack), so the default never asks for more than is left
