@@ -12,6 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from dpsynth.errors import DPSynthError
+from dpsynth.humanize import budget, cells
 from dpsynth.ui_state import get_state
 
 HERE = Path(__file__).parent
@@ -27,7 +28,7 @@ def sidebar_status() -> None:
             return
         st.caption(f"**Data**: {state.data_label}")
         schema, errors = state.schema()
-        st.caption(f"**Schema**: {len(schema.columns)} columns, {schema.n_cells:,} cells" if schema
+        st.caption(f"**Schema**: {len(schema.columns)} columns, {cells(schema.n_cells)}" if schema
                    else "**Schema**: needs attention")
         try:
             ledger = state.ledger()
@@ -37,9 +38,11 @@ def sidebar_status() -> None:
             st.error(str(exc))
             return
         total_eps = total.epsilon if total else state.total_epsilon
-        st.caption(f"**Budget**: ε spent {spent.epsilon:g} of {total_eps:g}")
+        st.caption(f"**Budget**: ε spent {budget(spent.epsilon)} of {budget(total_eps)}")
         st.progress(min(1.0, spent.epsilon / total_eps) if total_eps else 1.0)
-        st.caption("**Release**: " + ("ready to download" if state.release is not None else "not made yet"))
+        release = "not made yet" if state.release is None else (
+            "made with earlier settings" if state.release_is_stale else "ready to download")
+        st.caption("**Release**: " + release)
 
 
 def login_required() -> bool:

@@ -77,9 +77,17 @@ def main() -> None:
     repeated("Utility page rerun", at.run)
     cols = iter(["workclass", "age", "sex", "education", "race"] * 10)
     repeated("Utility: pick another column", lambda: at.selectbox(key="util_column").set_value(next(cols)).run())
+    nums = iter(["capital_gain", "age", "hours_per_week", "fnlwgt", "capital_loss"] * 10)
+    repeated("Utility: look closer at another numeric column (values, ECDF)",
+             lambda: at.selectbox(key="util_values_column").set_value(next(nums)).run())
+    once("Utility: prepare the two HTML reports (one-off, explicit button)",
+         lambda: at.button(key="util_prepare_reports").click().run())
+    repeated("Utility page rerun with the reports ready", at.run)
     at.switch_page("pages/7_risk.py")
     once("Risk page first view", at.run)
     repeated("Risk page rerun", at.run)
+    once("Risk: choose another set of quasi-identifiers (first time)",
+         lambda: at.multiselect(key="risk_qi").set_value(["age", "sex", "race", "native_country"]).run())
     at.switch_page("pages/8_mechanisms.py")
     repeated("Mechanisms page (four live demos)", at.run)
     at.switch_page("pages/9_ledger.py")

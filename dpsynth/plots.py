@@ -55,6 +55,20 @@ def table_marginal(df: pd.DataFrame, schema: Schema, columns: Sequence[str]) -> 
     return np.bincount(flat, minlength=int(np.prod(sub.sizes))).reshape(sub.sizes).astype(np.float64)
 
 
+def released_tables(rel: Release) -> list[np.ndarray]:
+    """Every released table of noisy counts (the histogram, or each noisy marginal): release side only."""
+    if rel.noisy_counts is not None:
+        return [np.asarray(rel.noisy_counts)]
+    if rel.model is not None:
+        return [np.asarray(y) for _, y in rel.model.measurements]
+    return []
+
+
+def released_noise_entries(rel: Release) -> list[dict[str, Any]] | None:
+    """The model's per-table noise entries (marginals method), or None for a histogram (its card has the noise)."""
+    return list(rel.model.noise) if rel.model is not None else None
+
+
 def _share(counts: np.ndarray) -> np.ndarray:
     c = np.clip(np.asarray(counts, dtype=np.float64), 0, None)
     s = c.sum()
@@ -71,6 +85,29 @@ def marginal_figure(labels: Sequence[str], series: dict[str, np.ndarray], column
         fig.add_bar(x=list(labels), y=_share(counts), name=name, marker_color=COLOURS.get(name))
     fig.update_layout(barmode="group", title=f"{column}: share of rows in each cell", yaxis_tickformat=".0%",
                       legend={"orientation": "h", "y": -0.25}, margin={"t": 50, "b": 10}, height=380)
+    return fig
+
+
+def ecdf_figure(comparison: dict[str, Any]) -> go.Figure:
+    """Share of values at or below each value (empirical CDF), real vs synthetic, from
+    :func:`dpsynth.utility.value_comparison`; a vertical step is a value many rows share."""
+    column = comparison["column"]
+    fig = go.Figure()
+    for name, side in ((REAL, "real"), (SYNTH, "synthetic")):
+        xs, ps = comparison["ecdf"][side]
+        fig.add_scatter(x=xs, y=ps, name=name, mode="lines", line_shape="hv", line_color=COLOURS[name])
+    fig.update_layout(title=f"{column}: share of rows at or below each value", xaxis_title=column,
+                      yaxis_title="share of rows", yaxis_tickformat=".0%", height=380,
+                      legend={"orientation": "h", "y": -0.3}, margin={"t": 50})
+    return fig
+
+
+def noisy_counts_figure(labels: Sequence[str], counts: np.ndarray, column: str) -> go.Figure:
+    """Released noisy counts of one column (release side only: no real data); negative counts shown as they are."""
+    c = np.asarray(counts, dtype=np.float64)
+    fig = go.Figure(go.Bar(x=list(labels), y=c, marker_color=[COLOURS[NOISY] if v >= 0 else "#999999" for v in c]))
+    fig.update_layout(title=f"{column}: released noisy counts", yaxis_title="noisy count", height=320,
+                      margin={"t": 50, "b": 10})
     return fig
 
 
@@ -105,7 +142,8 @@ def correlation_figure(corrs: dict[str, pd.DataFrame]) -> go.Figure:
 
 
 def mean_errors_figure(draws: pd.DataFrame, column: str, epsilon: float) -> go.Figure:
-    """Seed 000's figure: errors of the histogram mean vs the Laplace-perturbed mean over simulated runs.
+    """The simulation figure of the lecture notes on differential privacy, ch. 6: errors of the histogram mean vs
+    the Laplace-perturbed mean over simulated runs.
 
     One panel per estimator, each on its own scale (their spreads can differ by orders of magnitude);
     the dashed line is the true mean (error 0).

@@ -14,6 +14,8 @@ pure and tested without Streamlit; none of them does DP arithmetic.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
@@ -26,11 +28,23 @@ import pandas as pd
 from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.humanize import budget, factor, number
 from dpsynth.identity import table_identity
+from dpsynth.mechanisms import check_epsilon
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema, field_sources
 
 STATE_KEY = "dpsynth_state"
+
+#: ε a dashboard release may ask for. The library accepts any finite ε > 0; below 0.01 the noise swamps
+#: any table and at 50 a person's presence may change the odds by e^50, no guarantee worth the name.
+EPSILON_RANGE: tuple[float, float] = (0.01, 50.0)
+#: ε offered for a newly loaded dataset (lowered to what its budget has left).
+DEFAULT_EPSILON = 1.0
+DEFAULT_DELTA = 1e-6
+#: Shown on the checking pages when the release was made with settings other than the current ones.
+STALE_NOTE = (":material/history: This page checks the release you made earlier, with different settings (ε, δ, noise,"
+              " method or schema) from the current ones. Make a new release on the Release page to check those.")
 
 SOURCE_LABELS: dict[str, str] = {
     "public": "public",
@@ -85,6 +99,7 @@ class AppState:
     release_attempt: int = 0  # part of the Release button's key: a double click cannot release twice
     release_in_progress: bool = False
     release_messages: list[str] = field(default_factory=list)
+    release_settings: str | None = None  # settings_key() when the shown release was made
     # --- curator-only analyses of the current release, kept so reruns do not recompute them
     analyses: dict[str, Any] = field(default_factory=dict)
     ledger_path: Path = field(default_factory=default_ledger_path)
@@ -113,6 +128,91 @@ class AppState:
         """The privacy ledger (created on first use)."""
         return Ledger(self.ledger_path)
 
+    def settings_key(self) -> str:
+        """A short fingerprint of the public settings a release is made with (data, schema, ε, δ, noise,
+        neighbours, method, unit of protection, row-count hint). No private value enters it."""
+        # the included rows of the editor table stand for the schema (hashing them is cheaper than parsing them)
+        table = self.schema_table
+        included = None if table is None else table.loc[table["include"]].reset_index(drop=True)
+        schema_hash = None if included is None else \
+            hashlib.sha256(pd.util.hash_pandas_object(included, index=False).to_numpy().tobytes()).hexdigest()
+        settings = {
+            "dataset": self.dataset_id, "schema": schema_hash,
+            "epsilon": float(self.epsilon), "delta": float(self.spend_delta()), "mechanism": self.mechanism,
+            "neighbours": self.neighbours, "method": self.method, "id_column": self.id_column,
+            "max_contributions": int(self.max_contributions), "expected_rows": self.expected_rows,
+        }
+        return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    @property
+    def release_is_stale(self) -> bool:
+        """True when the shown release was made with settings other than the current ones."""
+        return self.release is not None and self.release_settings is not None and \
+            self.release_settings != self.settings_key()
+
+    def budget_left(self) -> PrivacyBudget:
+        """What this dataset may still spend (its recorded total, or the session's total if new)."""
+        ledger = self.ledger()
+        total = ledger.total(self.dataset_id) if self.dataset_id else None
+        spent = ledger.spent(self.dataset_id) if self.dataset_id else PrivacyBudget(0.0)
+        return (total or self.budget()) - spent
+
+    def release_blocker(self) -> str | None:
+        """Why the next release would be refused before any spend (budget left, ε out of range), or None."""
+        problem = epsilon_problem(self.epsilon)
+        if problem:
+            return problem + " Change it on the Privacy page."
+        left = self.budget_left()
+        if left.epsilon < 1e-9:
+            return ("This dataset's privacy budget is used up (ε left: 0). No further release of this data can be"
+                    " made: every release adds to what can be learnt about the same people. Use a release you"
+                    " already made, or load a different dataset.")
+        if self.epsilon > left.epsilon + 1e-9:
+            return (f"This release asks for ε = {number(self.epsilon)} but only ε = {budget(left.epsilon)} is left in"
+                    f" this dataset's budget. Lower ε to at most {budget(left.epsilon)} on the Privacy page.")
+        delta = self.spend_delta()
+        if delta > left.delta * (1 + 1e-9):
+            return (f"This release asks for δ = {number(delta)} but only δ = {number(left.delta)} is left. Choose"
+                    " Laplace noise (δ = 0) or a smaller δ on the Privacy page.")
+        return None
+
+    # ------------------------------------------------------------ curator-only checks of the current release
+    def comparison_tables(self) -> tuple[pd.DataFrame, Any, Any]:
+        """The real table with its numbers parsed, and the real and synthetic tables' cell codes (once per release)."""
+        if "tables" not in self.analyses:
+            from dpsynth.binning import encode
+            from dpsynth.utility import with_numbers
+
+            schema = self.release.schema
+            real = with_numbers(self.data, schema)
+            self.analyses["tables"] = (real, encode(real, schema).codes, encode(self.release.synthetic, schema).codes)
+        return self.analyses["tables"]
+
+    def fidelity(self) -> dict[str, Any]:
+        """One- and two-column TVDs of the release against the real data (:func:`dpsynth.utility.fidelity`)."""
+        if "fidelity" not in self.analyses:
+            from dpsynth.utility import fidelity_of_codes
+
+            _, rc, sc = self.comparison_tables()
+            self.analyses["fidelity"] = fidelity_of_codes(rc, sc, self.release.schema)
+        return self.analyses["fidelity"]
+
+    def value_comparisons(self) -> dict[str, dict[str, Any]]:
+        """Raw values of the numeric columns, real vs synthetic (:func:`dpsynth.utility.value_comparisons`)."""
+        if "values" not in self.analyses:
+            from dpsynth.utility import value_comparisons
+
+            self.analyses["values"] = value_comparisons(self.comparison_tables()[0], self.release.synthetic,
+                                                        self.release.schema)
+        return self.analyses["values"]
+
+    def prepare_checks(self) -> None:
+        """Compute the Utility page's heavy comparisons now (e.g. in the background right after a release), so the
+        page's first view only draws. Curator-only analyses: nothing here is released or charged."""
+        if self.release is not None and self.data is not None:
+            self.fidelity()
+            self.value_comparisons()
+
     # ------------------------------------------------------------ transitions
     def load(self, df: pd.DataFrame, name: str, *, label: str = "", sample: str | None = None,
              public_schema: Schema | None = None, upload_id: str | None = None,
@@ -139,6 +239,39 @@ class AppState:
             self.left_out = left_out
         self.editor_version += 1
         self.clear_release()
+        self.reset_privacy_choices()
+
+    def reset_privacy_choices(self) -> None:
+        """Per-dataset choices back to their defaults for a new dataset; ε lowered to what its budget has left."""
+        self.delta = DEFAULT_DELTA
+        self.method = "auto"
+        self.id_column = None
+        self.max_contributions = 1
+        self.expected_rows = None
+        self.epsilon = DEFAULT_EPSILON
+        if not Path(self.ledger_path).exists():  # no ledger yet: nothing spent anywhere (and none created here)
+            return
+        try:
+            left = self.budget_left().epsilon
+        except (DPSynthError, OSError):
+            return
+        if 0 < left < DEFAULT_EPSILON:
+            # rounded down (within the ledger's float slack), so the default never asks for more than is left
+            self.epsilon = max(EPSILON_RANGE[0], math.floor(left * 1000 + 1e-6) / 1000)
+
+    def fail_load(self, message: str, upload_id: str | None = None) -> None:
+        """A load that failed: forget the previous dataset too, so nothing reads 'Loaded' for a table not asked for."""
+        self.data = None
+        self.source_path = None
+        self.data_name = self.data_label = ""
+        self.sample = None
+        self.dataset_id = None
+        self.schema_table = None
+        self.left_out = []
+        self.editor_version += 1
+        self.clear_release()
+        self.upload_id = upload_id
+        self.load_error = message
 
     def load_server_file(self, path: Path) -> None:
         """Take a large file on the server (:mod:`dpsynth.server_files`): its first rows for the preview and
@@ -201,6 +334,7 @@ class AppState:
         self.release_zip = b""
         self.release_error = None
         self.release_messages = []
+        self.release_settings = None
         self.analyses = {}
 
     @property
@@ -388,9 +522,22 @@ def _same(a: Any, b: Any) -> bool:
 
 
 # ---------------------------------------------------------------- plain-language helpers (text only)
+def epsilon_problem(epsilon: float) -> str | None:
+    """A sentence stating the allowed range when ε is outside it (the library's check first), else None."""
+    lo, hi = EPSILON_RANGE
+    stated = f"ε must be between {number(lo)} and {number(hi)}"
+    try:
+        e = check_epsilon(epsilon)
+    except DPSynthError:
+        return f"{stated}; {epsilon!r} is not."
+    if not lo <= e <= hi:
+        return f"{stated}; {number(e)} is not."
+    return None
+
+
 def epsilon_guidance(epsilon: float) -> str:
     """One sentence on what a value of ε means for a person in the data."""
-    factor = math.exp(epsilon)
+    times = math.exp(epsilon)
     if epsilon <= 0.5:
         level = "Strong protection: results are close to what they would be without any one person."
     elif epsilon <= 2:
@@ -399,8 +546,8 @@ def epsilon_guidance(epsilon: float) -> str:
         level = "Weaker protection; used by some large deployments, usually with a limited time window."
     else:
         level = "Weak protection per release: only with strong reasons and few releases."
-    return (f"{level} Anything the release says about one person is at most {factor:,.3g}× more (or less) likely"
-            f" with that person in the data than without them (e^ε = {factor:,.3g}).")
+    return (f"{level} Anything the release says about one person is at most {factor(times)} times more (or less)"
+            " likely with that person in the data than without them.")
 
 
 #: Privacy-loss parameters of well-known deployments (approximate; sources in the dashboard text).

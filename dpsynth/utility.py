@@ -7,7 +7,8 @@ Two kinds of functions live here, and the UI labels them so:
 - *Comparisons with the real data* (TVD, correlations, the mean simulation, trade-off curves)
   are for the curator's eyes only. They are not releases and are not part of any artifact.
 
-The mean comparison is seed 000's "RELEASING A PRIVATE HISTOGRAM: SIMULATION": the mean from
+The mean comparison is the simulation "Releasing a private histogram" of the lecture notes on
+differential privacy ("Statistics for Data Science", ch. 6): the mean from
 the private histogram, Z̄₁ = Σ c̃_j (l_j + h/2) / n, against the Laplace-perturbed sample
 mean, Z̄₂ = x̄ + Lap((U − L)/(nε)), both ε-DP under replace-one neighbours with n public.
 """
@@ -26,6 +27,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.binning import encode
 from dpsynth.errors import InputError
+from dpsynth.humanize import about, count, number, percent
 from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
 from dpsynth.neighbours import Neighbours, bounded_mean_sensitivity, histogram_l1_sensitivity
 from dpsynth.schema import NumericColumn, Schema
@@ -72,9 +74,23 @@ def marginal_tvds(
     return pd.DataFrame(rows, columns=["columns", "tvd"])
 
 
+def with_numbers(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """A copy of ``df`` whose numeric schema columns are floats (blanks and text → NaN), converted once so that
+    the comparisons (encoding, correlations, raw values) do not each parse the same text again."""
+    out = df.copy(deep=False)
+    for c in schema.columns:
+        if isinstance(c, NumericColumn) and c.name in out.columns:
+            out[c.name] = pd.to_numeric(out[c.name], errors="coerce").astype("float64")
+    return out
+
+
 def fidelity(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, Any]:
     """1- and 2-way marginal TVDs (per column / pair and averaged) between real and synthetic tables."""
-    rc, sc = encode(real, schema).codes, encode(synthetic, schema).codes
+    return fidelity_of_codes(encode(real, schema).codes, encode(synthetic, schema).codes, schema)
+
+
+def fidelity_of_codes(rc: np.ndarray, sc: np.ndarray, schema: Schema) -> dict[str, Any]:
+    """:func:`fidelity` from the tables' cell codes (encode once, reuse for other comparisons)."""
     one = marginal_tvds(rc, sc, schema.sizes, 1, schema.names)
     two = marginal_tvds(rc, sc, schema.sizes, 2, schema.names) if len(schema.columns) > 1 else one.iloc[0:0]
     return {"one_way": one, "two_way": two,
@@ -96,15 +112,208 @@ def correlations(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) ->
     return {"real": r, "synthetic": s, "difference": s - r}
 
 
-# ---------------------------------------------------------------- seed 000's mean comparison
+#: Quantiles shown in the raw-value comparison.
+QUANTILES = (0.05, 0.25, 0.75, 0.95)
+
+
+def numeric_values(df: pd.DataFrame, column: str) -> np.ndarray:
+    """The column's numeric values as floats, blanks and text dropped (raw: not clamped to the schema's bounds)."""
+    x = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
+    return x[~np.isnan(x)]
+
+
+def ks_distance(a: np.ndarray, b: np.ndarray, *, is_sorted: bool = False) -> float:
+    """Kolmogorov–Smirnov distance sup |F_a − F_b| between two samples' empirical distribution functions."""
+    if not is_sorted:
+        a, b = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
+    if len(a) == 0 or len(b) == 0:
+        return 1.0 if len(a) != len(b) else 0.0
+    grid = np.concatenate([a, b])
+    fa = np.searchsorted(a, grid, side="right") / len(a)
+    fb = np.searchsorted(b, grid, side="right") / len(b)
+    return float(np.abs(fa - fb).max())
+
+
+def _sorted_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quantiles of a sorted sample by linear interpolation (numpy's default method), without re-sorting."""
+    pos = probs * (len(x) - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, len(x) - 1)
+    return x[lo] + (x[hi] - x[lo]) * (pos - lo)
+
+
+def value_comparison(real: pd.DataFrame, synthetic: pd.DataFrame, column: str) -> dict[str, Any]:
+    """Raw values of one numeric column, real vs synthetic: mean, median, quantiles, the real data's most common
+    value and its share in each table, and the KS distance (curator's eyes only: the real side is not private)."""
+    r, s = np.sort(numeric_values(real, column)), np.sort(numeric_values(synthetic, column))
+    if len(r) == 0:
+        raise InputError(f"Column {column!r} has no numeric values in your data to compare with.")
+    starts = np.flatnonzero(np.concatenate([[True], r[1:] != r[:-1]]))  # r is sorted: runs of equal values
+    runs = np.diff(np.append(starts, len(r)))
+    mode = float(r[starts[np.argmax(runs)]])
+    probs = np.array([0.5, *QUANTILES])
+    out: dict[str, Any] = {"column": column, "mode": mode, "n_real": len(r), "n_synthetic": len(s),
+                           "ks": ks_distance(r, s, is_sorted=True),
+                           "ecdf": {"real": ecdf_points(r, is_sorted=True), "synthetic": ecdf_points(s, is_sorted=True)}}
+    for side, x in (("real", r), ("synthetic", s)):
+        q = _sorted_quantiles(x, probs) if len(x) else np.full(len(probs), math.nan)
+        share = (np.searchsorted(x, mode, side="right") - np.searchsorted(x, mode, side="left")) / len(x) if len(x) \
+            else math.nan
+        out[side] = {
+            "mean": float(x.mean()) if len(x) else math.nan,
+            "median": float(q[0]),
+            **{f"q{round(p * 100)}": float(v) for p, v in zip(QUANTILES, q[1:], strict=True)},
+            "mode_share": float(share),
+        }
+    return out
+
+
+def value_comparisons(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, dict[str, Any]]:
+    """:func:`value_comparison` of every numeric column of the schema with numeric values, by column name."""
+    out = {}
+    for c in schema.columns:
+        if isinstance(c, NumericColumn) and c.name in real.columns:
+            try:
+                out[c.name] = value_comparison(real, synthetic, c.name)
+            except InputError:
+                continue  # no numeric value in the real column: nothing to compare
+    return out
+
+
+def comparison_summary(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per column: the headline numbers of :func:`value_comparisons`."""
+    rows = []
+    for v in comparisons.values():
+        rows.append({"column": v["column"], "mean (real)": v["real"]["mean"], "mean (synthetic)": v["synthetic"]["mean"],
+                     "median (real)": v["real"]["median"], "median (synthetic)": v["synthetic"]["median"],
+                     "most common real value": v["mode"], "its share (real)": v["real"]["mode_share"],
+                     "its share (synthetic)": v["synthetic"]["mode_share"], "KS distance": v["ks"]})
+    return pd.DataFrame(rows)
+
+
+def value_table(comparison: dict[str, Any], formatted: bool = False) -> pd.DataFrame:
+    """The statistics of one :func:`value_comparison` as a two-column table (real, synthetic) for display;
+    ``formatted``: numbers and shares as text for people."""
+    labels = {"mean": "mean", "median": "median", **{f"q{round(q * 100)}": f"{round(q * 100)}% of rows are below"
+                                                    for q in QUANTILES},
+              "mode_share": f"rows equal to {number(comparison['mode'])} (most common)"}
+    order = ["mean", "median", "q5", "q25", "q75", "q95", "mode_share"]
+    out = pd.DataFrame({"statistic": [labels[k] for k in order],
+                        "real (only you)": [comparison["real"][k] for k in order],
+                        "synthetic": [comparison["synthetic"][k] for k in order]})
+    if formatted:
+        for c in ("real (only you)", "synthetic"):
+            out[c] = [percent(x) if k == "mode_share" else number(x) for k, x in zip(order, out[c], strict=True)]
+    return out
+
+
+def formatted_comparisons(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`comparison_summary` written for people, compactly: each statistic as 'real → synthetic'."""
+    def pair(a: str, b: str, fmt: Callable[[float], str]) -> list[str]:
+        return [f"{fmt(x)} → {fmt(y)}" for x, y in zip(table[a], table[b], strict=True)]
+
+    return pd.DataFrame({
+        "column": table["column"],
+        "mean (real → synthetic)": pair("mean (real)", "mean (synthetic)", number),
+        "median": pair("median (real)", "median (synthetic)", number),
+        "most common real value": [number(v) for v in table["most common real value"]],
+        "rows with that value": pair("its share (real)", "its share (synthetic)", percent),
+        "KS distance": [number(v, 2) for v in table["KS distance"]],
+    })
+
+
+def ecdf_points(x: np.ndarray, points: int = 201, *, is_sorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(value, share of values ≤ it) at ``points`` evenly spaced shares: a compact empirical CDF to plot."""
+    probs = np.linspace(0.0, 1.0, points)
+    if len(x) == 0:
+        return np.zeros(0), np.zeros(0)
+    x = np.asarray(x, dtype=np.float64) if is_sorted else np.sort(np.asarray(x, dtype=np.float64))
+    # inverted CDF: the smallest value whose share of values at or below it reaches p
+    idx = np.clip(np.ceil(probs * len(x)).astype(np.int64) - 1, 0, len(x) - 1)
+    return x[idx], probs
+
+
+# ---------------------------------------------------------------- the released counts, explained (release side)
+def noise_explanation(card: dict[str, Any], counts: Sequence[np.ndarray],
+                      noise: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the released noisy counts are: the noise's typical size, and how many counts are negative or zero.
+
+    Reads only the release (its card, released counts and the model's per-table noise entries ``noise``):
+    post-processing, safe to publish. ``counts`` are the released count tables (the histogram, or each
+    noisy marginal).
+    """
+    stds = _noise_stds(card, noise)
+    flat = np.concatenate([np.asarray(c, dtype=np.float64).ravel() for c in counts]) if counts else np.zeros(0)
+    n = len(flat)
+    return {
+        "n_counts": n,
+        "n_tables": len(counts),
+        "noise_std_min": min(stds) if stds else math.nan,
+        "noise_std_max": max(stds) if stds else math.nan,
+        "negative": int((flat < 0).sum()),
+        "zero": int((flat == 0).sum()),
+        "share_negative": float((flat < 0).mean()) if n else 0.0,
+        "share_zero": float((flat == 0).mean()) if n else 0.0,
+    }
+
+
+def _noise_stds(card: dict[str, Any], noise: Sequence[dict[str, Any]] | None) -> list[float]:
+    """Standard deviation of the noise on each released count, from the card or the model's noise entries."""
+    mech = card.get("mechanism", {})
+    if "noise_std" in mech:
+        return [float(mech["noise_std"])]
+    out = [_std_of(entry) for entry in noise or []]
+    return [s for s in out if s is not None]
+
+
+def _std_of(entry: dict[str, Any]) -> float | None:
+    from fractions import Fraction
+
+    if "scale" in entry:
+        b = float(Fraction(str(entry["scale"])))
+        p = math.exp(-1.0 / b) if b > 0 else 0.0
+        return math.sqrt(2.0 * p) / (1.0 - p) if b > 0 else 0.0
+    if "sigma2" in entry:
+        return math.sqrt(float(Fraction(str(entry["sigma2"]))))
+    return None
+
+
+def noise_sentences(info: dict[str, Any]) -> list[str]:
+    """Plain sentences explaining :func:`noise_explanation` to a curator or a reader of the release."""
+    lo, hi = info["noise_std_min"], info["noise_std_max"]
+    if math.isnan(lo):
+        size = "Each released count had random noise added."
+    elif round(lo, 1) == round(hi, 1):
+        size = (f"Each released count had random noise added, typically about ±{number(lo, 2)} (standard deviation)"
+                f"; about 95% of counts are within ±{number(2 * hi, 2)} of the true count.")
+    else:
+        size = (f"Each released count had random noise added, typically between ±{number(lo, 2)} and"
+                f" ±{number(hi, 2)} depending on the table (standard deviation); the tables with more noise were"
+                " given a smaller share of ε.")
+    return [
+        f"The release holds {count(info['n_counts'], 'noisy count')}"
+        + (f" in {count(info['n_tables'], 'table')}." if info["n_tables"] > 1 else "."),
+        size,
+        f"{count(info['negative'], 'count')} ({percent(info['share_negative'])}) came out negative. A negative"
+        " count is not an error: it is noise on a cell with few or no people in it. The true count is never below"
+        " 0; read it as 'about 0'. Negative counts are set to 0 before the synthetic rows are drawn.",
+        f"{count(info['zero'], 'count')} ({percent(info['share_zero'])}) are exactly 0. A zero does not mean"
+        " nobody is in that cell: the true count can be anywhere within the noise's range. Empty cells got noise"
+        " too, so a non-zero count can also be noise alone.",
+        "Counts much larger than the noise can be trusted more: an error of ±30 matters on a count of 50, hardly"
+        " on a count of 5,000.",
+    ]
+
+
+# ---------------------------------------------------------------- the lecture notes' mean comparison (ch. 6)
 def histogram_mean(counts: np.ndarray, column: NumericColumn, n: float) -> float:
-    """Σ_j c_j (l_j + h/2) / n over the column's bins (seed 000); a missing cell is ignored."""
+    """Σ_j c_j (l_j + h/2) / n over the column's bins (lecture notes, ch. 6); a missing cell is ignored."""
     c = np.asarray(counts, dtype=np.float64)[: column.bins]
     return float(c @ column.midpoints() / n)
 
 
 def perturbed_mean(values: np.ndarray, column: NumericColumn, epsilon: float, *, rng: np.random.Generator) -> float:
-    """x̄ + Laplace((U − L)/(nε)) under replace-one neighbours with n public (seed 000), done safely.
+    """x̄ + Laplace((U − L)/(nε)) under replace-one neighbours with n public (lecture notes, ch. 6), done safely.
 
     Floating-point-safe version (Mironov 2012): values are clamped and rounded to a grid of step
     γ = (U − L)/GRID (a per-record map), their sum in grid units has sensitivity GRID, and exact
@@ -203,7 +412,7 @@ def accuracy_preview(
         out["rows_per_cell"] = per_cell
         if per_cell < 2 * std:
             warnings.append(
-                f"About {per_cell:,.2g} rows per cell against noise of ±{std:,.1f} per cell: most cells will be"
+                f"{about(per_cell, 'row').capitalize()} per cell against noise of ±{number(std)} per cell: most cells will be"
                 " noise. Use fewer bins or columns, a larger ε, or the marginals method."
             )
     out["warnings"] = warnings

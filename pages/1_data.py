@@ -24,8 +24,7 @@ def load_upload(state: AppState) -> None:
         df = read_table(data, up.name)
         state.load(df, up.name, upload_id=up.file_id, source=data)
     except DPSynthError as exc:
-        state.upload_id = up.file_id
-        state.load_error = str(exc)
+        state.fail_load(str(exc), upload_id=up.file_id)
 
 
 def load_sample(state: AppState, name: str = "adult") -> None:
@@ -38,7 +37,7 @@ def load_sample(state: AppState, name: str = "adult") -> None:
         # The sample's size is documented publicly (UCI), so it may serve as the row-count hint.
         state.expected_rows = 48_842 if name == "adult" else None
     except DPSynthError as exc:
-        state.load_error = str(exc)
+        state.fail_load(str(exc))
 
 
 def server_file_section(state: AppState) -> None:
@@ -56,7 +55,7 @@ def server_file_section(state: AppState) -> None:
             try:
                 state.load_server_file(resolve(root, name))
             except DPSynthError as exc:
-                state.load_error = str(exc)
+                state.fail_load(str(exc))
         st.caption(f"Only the first {PREVIEW_ROWS:,} rows are read now, for the preview and the draft schema (and the"
                    " checks on the Utility and Risk pages compare with them); the release counts every row of the file.")
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown, release_files, release_zip
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.humanize import cells, number
 from dpsynth.plan import ReleaseRequest, make_plan
 from dpsynth.release import card_summary_line, release, release_from_source
 from dpsynth.ui_state import AppState, get_state
@@ -17,6 +18,7 @@ def do_release(state: AppState) -> None:
     if schema is None:
         state.release_error = " ".join(errors)
         return
+    settings = state.settings_key()  # what the release is made with, taken before it starts
     # A new key for the next button: a second click of this one (double-click) is then ignored.
     state.release_attempt += 1
     state.release_in_progress = True
@@ -29,6 +31,7 @@ def do_release(state: AppState) -> None:
             id_column=state.id_column, max_contributions=state.max_contributions, expected_rows=state.expected_rows,
             progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
         )
+        state.release_settings = settings
         bar.progress(1.0, text="Preparing the downloads")
         state.release_files = release_files(state.release)
         state.release_zip = release_zip(state.release)
@@ -53,6 +56,14 @@ def release_server_file(state: AppState, schema, bar):  # noqa: ANN001, ANN201 -
     )
 
 
+def release_blocker(state: AppState) -> str | None:
+    """Why the button is disabled (budget used up, ε out of range), or None."""
+    try:
+        return state.release_blocker()
+    except DPSynthError as exc:
+        return str(exc)
+
+
 def summary(state: AppState) -> bool:
     """What will be released; False if something is missing."""
     schema, errors = state.schema()
@@ -68,8 +79,8 @@ def summary(state: AppState) -> bool:
     method, why = plan.method, plan.why
     st.markdown(
         f"- **Data**: {state.data_label}\n"
-        f"- **Columns**: {', '.join(schema.names)} ({schema.n_cells:,} cells)\n"
-        f"- **Privacy**: ε = {state.epsilon:g}" + (f", δ = {delta:g}" if delta else " (pure DP)") +
+        f"- **Columns**: {', '.join(schema.names)} (a full table of {cells(schema.n_cells)})\n"
+        f"- **Privacy**: ε = {number(state.epsilon)}" + (f", δ = {number(delta)}" if delta else " (pure DP)") +
         f", {state.neighbours} neighbours, unit: "
         + (f"a person ({state.id_column!r}, ≤ {state.max_contributions} rows)" if state.id_column else "one row") + "\n"
         f"- **Method**: {method} ({why})"
@@ -84,6 +95,10 @@ def summary(state: AppState) -> bool:
 def show_release(state: AppState) -> None:
     rel = state.release
     card = rel.card
+    if state.release_is_stale:
+        st.warning(":material/history: **Made with different settings.** This release was made before you changed"
+                   " ε, δ, the noise, the method or the schema; it does not reflect the current settings. Press"
+                   " **Start a new release** below to release with them (this spends budget again).")
     st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.")
     for w in card["warnings"]:
         st.warning(w)
@@ -115,9 +130,12 @@ def show_release(state: AppState) -> None:
             st.caption("Every cell of the domain with its noisy count (empty cells got noise too; counts can be negative).")
             st.dataframe(rel.histogram.head(1000), height=300, key="release_histogram")
         else:
-            st.caption(f"{len(rel.marginals)} noisy marginal tables were released (see marginals.csv).")
-            if rel.marginals:
-                st.dataframe(rel.marginals[0].head(500), height=300, key="release_marginal0")
+            if "marginal_frames" not in state.analyses:  # built once: all tables take ~0.2 s on Adult
+                state.analyses["marginal_frames"] = rel.marginals
+            frames = state.analyses["marginal_frames"]
+            st.caption(f"{len(frames)} noisy marginal tables were released (see marginals.csv).")
+            if frames:
+                st.dataframe(frames[0].head(500), height=300, key="release_marginal0")
     with tab_card:
         st.markdown(card_markdown(card))
     st.divider()
@@ -161,8 +179,11 @@ def main() -> None:
                    " recorded. Press the button to try again (this spends again).")
     if state.release_error:
         st.error(state.release_error)
+    blocker = release_blocker(state)
+    if blocker:
+        st.error(blocker)
     if ok and st.button(f"Release with ε = {state.epsilon:g} (spends budget)", key=f"release_button_{state.release_attempt}",
-                        type="primary"):
+                        type="primary", disabled=blocker is not None):
         do_release(state)
         st.rerun()
 

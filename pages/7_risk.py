@@ -1,12 +1,12 @@
-"""Risk page: share of records unique on chosen quasi-identifiers, real versus synthetic (seed 000)."""
+"""Risk page: share of records unique on chosen quasi-identifiers, real versus synthetic, read at the release's ε."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dpsynth import plots
-from dpsynth.risk import uniqueness_report
-from dpsynth.ui_state import get_state, show_errors
+from dpsynth.risk import risk_sentences, uniqueness_report
+from dpsynth.ui_state import STALE_NOTE, get_state, show_errors
 
 DEFAULT_QI = ["age", "sex", "race", "education", "marital_status", "native_country", "zip", "birth_date", "gender"]
 
@@ -24,6 +24,8 @@ def main() -> None:
         st.info("Make a release first (Release page).")
         st.page_link("pages/4_release.py", label="Go to Release", icon=":material/rocket_launch:")
         return
+    if state.release_is_stale:
+        st.info(STALE_NOTE)
     names = state.release.schema.names
     default = [c for c in DEFAULT_QI if c in names][:5] or names[:2]
     qi = st.multiselect("Quasi-identifiers", names, default=default, key="risk_qi")
@@ -34,18 +36,13 @@ def main() -> None:
     with show_errors():
         key = ("risk", tuple(qi))
         if key not in state.analyses:
-            state.analyses[key] = uniqueness_report(state.data, state.release.synthetic, state.release.schema, qi)
+            state.analyses[key] = uniqueness_report(state.data, state.release.synthetic, state.release.schema, qi,
+                                                    cache=state.analyses.setdefault("risk_codes", {}))
         rep = state.analyses[key]
         st.plotly_chart(plots.risk_figure(rep), key="risk_fig")
-        st.markdown(
-            f"- **{rep['real_unique_raw']:.1%}** of real records are unique on their exact values, "
-            f"**{rep['real_unique_binned']:.1%}** once binned as in the schema.\n"
-            f"- **{rep['synthetic_unique_binned']:.1%}** of synthetic rows are unique — but a synthetic row is not a"
-            " person: it was sampled from noisy counts.\n"
-            f"- **{rep['synthetic_matching_real_unique']:.1%}** of synthetic rows land on a combination that only one"
-            " real person has. Differential privacy guarantees such matches are about as likely whether or not that"
-            " person is in the data, so they reveal little about them."
-        )
+        bullets, closing, tone = risk_sentences(rep, state.release.card["privacy"]["epsilon"])
+        st.markdown("\n".join("- " + b for b in bullets))
+        (st.warning if tone == "warning" else st.info)(closing)
 
 
 main()

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dpsynth import plots
+from dpsynth.humanize import factor, number
 from dpsynth.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -43,9 +44,9 @@ def laplace_demo(state: AppState) -> None:
                                          f"{DRAWS:,} noisy answers on two neighbouring datasets", "released count",
                                          integer=True),
                     key="mech_lap_fig")
-    st.success(f"**Guarantee**: ε-DP. For every possible answer, the two bars differ by at most a factor"
-               f" e^ε = {math.exp(eps):.3g}; seeing the answer, nobody can tell well whether that one person is in."
-               f" Typical error ±{mech.noise_std():.2f}.")
+    st.success(f"**Guarantee**: ε-DP. For every possible answer, the two bars differ by at most a factor of"
+               f" {factor(math.exp(eps))} (e to the power ε); seeing the answer, nobody can tell well whether that one"
+               f" person is in. Typical error ±{number(mech.noise_std())}.")
 
 
 def gaussian_demo(state: AppState) -> None:
@@ -110,7 +111,7 @@ def em_demo(state: AppState) -> None:
     st.plotly_chart(plots.choice_figure(table["option"].astype(str).tolist(), scores.tolist(), shares.tolist()),
                     key="mech_em_fig")
     st.success("**Guarantee**: ε-DP. Changing one person changes each score by at most Δu = 1, which changes each"
-               f" option's probability by at most a factor e^ε = {math.exp(eps):.3g}.")
+               f" option's probability by at most a factor of {factor(math.exp(eps))} (e to the power ε).")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from dpsynth import plots
 from dpsynth.accounting import PrivacyBudget
+from dpsynth.humanize import budget
 from dpsynth.io import to_safe_csv
 from dpsynth.ui_state import AppState, get_state, show_errors
 from dpsynth.visibility import is_admin, visible_rows
@@ -81,9 +82,9 @@ def main() -> None:
             mine = spends[spends["dataset_id"] == state.dataset_id]
             row = datasets[datasets["dataset_id"] == state.dataset_id].iloc[0]
             c1, c2, c3, c4 = st.columns(4)
-            c1.metric("total ε", f"{row['total_epsilon']:g}")
-            c2.metric("spent ε", f"{row['spent_epsilon']:g}")
-            c3.metric("ε left", f"{row['remaining_epsilon']:g}")
+            c1.metric("total ε", budget(row["total_epsilon"]))
+            c2.metric("spent ε", budget(row["spent_epsilon"]))
+            c3.metric("ε left", budget(row["remaining_epsilon"]))
             c4.metric("δ left", f"{row['remaining_delta']:.2g}", help=f"of a total δ = {row['total_delta']:.2g}")
             st.plotly_chart(plots.budget_figure(mine, float(row["total_epsilon"])), key="ledger_fig")
             budget_change_form(state, ledger, row)

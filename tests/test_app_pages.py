@@ -242,10 +242,14 @@ def test_new_release_needs_the_button_again(ledger_path: Path) -> None:
 
 
 def test_release_over_budget_is_refused_with_a_message(ledger_path: Path) -> None:
-    at = released(ledger_path, epsilon=10.0)  # default total is 4
+    at = with_public_bounds(uploaded(ledger_path))
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(10.0).run()  # default total is 4
+    at.switch_page("pages/4_release.py").run()
     no_exception(at)
+    assert at.button(key="release_button_0").disabled  # refused before anything is spent
+    assert any("only ε = 4 is left" in e.value for e in at.error), [e.value for e in at.error]
     assert state_of(at).release is None
-    assert any("exceeding the privacy budget" in e.value for e in at.error)
     assert Ledger(ledger_path).spends() == []
 
 

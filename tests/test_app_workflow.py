@@ -1,31 +1,19 @@
-"""AppTest of the curator's workflow on the Schema, Privacy and Trade-off pages (issue 12)."""
+"""AppTest of the curator's workflow states: stale releases, an exhausted budget, failed uploads, ε defaults,
+the Utility page's raw-value comparison and the quality reports."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpsynth.accounting import Ledger
-from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
-from dpsynth.ui_state import SOURCE_LABELS, STATE_KEY, AppState, editor_view, schema_to_table
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-TIMEOUT = 120
-
-
-def small_csv(n: int = 400, seed: int = 3) -> bytes:
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({
-        "age": rng.integers(18, 90, n),
-        "colour": rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]),
-        "income": rng.choice(["low", "high"], n),
-    })
-    return df.to_csv(index=False).encode()
+from dpsynth import plots
+from dpsynth.accounting import Ledger, PrivacyBudget
+from dpsynth.report import PRIVATE_MARKER
+from dpsynth.risk import risk_sentences
+from dpsynth.ui_state import DEFAULT_EPSILON, EPSILON_RANGE, AppState, epsilon_problem
+from tests.test_app_pages import no_exception, released, small_csv, state_of, uploaded
 
 
 @pytest.fixture
@@ -35,92 +23,196 @@ def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def state_of(at: AppTest) -> AppState:
-    return at.session_state[STATE_KEY]
+def release_button(at: AppTest):  # noqa: ANN201 - the AppTest button element
+    buttons = [b for b in at.button if b.key and b.key.startswith("release_button")]
+    assert len(buttons) == 1
+    return buttons[0]
 
 
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def uploaded(data: bytes | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    at.file_uploader(key="data_upload").set_value(("people.csv", small_csv() if data is None else data, "text/csv"))
-    return at.run()
-
-
-def test_schema_page_counts_flagged_fields_and_relabels_only_the_edited_one(ledger_path: Path) -> None:
-    at = uploaded()
-    at.switch_page("pages/2_schema.py").run()
+# ---------------------------------------------------------------- stale releases
+def test_release_marked_when_settings_change(ledger_path: Path) -> None:
+    at = released(ledger_path)
     no_exception(at)
-    state = state_of(at)
-    assert any("field(s) of 3 column(s)" in w.value for w in at.warning)
-    age = int(state.schema_table.index[state.schema_table["column"] == "age"][0])
-    at.session_state[state.editor_key] = {"edited_rows": {age: {"upper": "95"}}, "added_rows": [], "deleted_rows": []}
-    at.run()
-    no_exception(at)
-    row = state_of(at).schema_table.iloc[age]
-    assert row["src_upper"] == "public" and row["src_lower"] == "data"
-    assert row["source"].startswith(SOURCE_LABELS["data"]) and "upper" not in row["source"]
-    schema, _ = state_of(at).schema()
-    assert ("age", "lower") in schema.data_derived_fields() and ("age", "upper") not in schema.data_derived_fields()
-    assert not state_of(at).accept_data_derived
-    at.checkbox(key="schema_accept_data").check().run()
-    assert state_of(at).accept_data_derived
-
-
-def test_estimate_all_flagged_columns_one_entry_each(ledger_path: Path) -> None:
-    at = uploaded()
-    at.switch_page("pages/2_schema.py").run()
-    state = state_of(at)
-    at.number_input(key="est_all_epsilon").set_value(0.6)
-    at.session_state["est_all_outers"] = {"edited_rows": {0: {"lowest possible": 0.0, "highest possible": 150.0}},
-                                          "added_rows": [], "deleted_rows": []}
-    at.run()
-    at.button(key="est_all_run").click().run()
-    no_exception(at)
-    spends = Ledger(ledger_path).spends(state.dataset_id)
-    assert len(spends) == 3 and sum(s.epsilon for s in spends) == pytest.approx(0.6)
-    schema, errors = state_of(at).schema()
-    assert not errors and schema.data_derived() == []
-    assert any("Every value of the schema" in s.value for s in at.success)
-
-
-def test_estimate_all_without_outer_range_spends_nothing(ledger_path: Path) -> None:
-    at = uploaded()
-    at.switch_page("pages/2_schema.py").run()
-    at.button(key="est_all_run").click().run()
-    no_exception(at)
-    assert any("outer range" in e.value for e in at.error)
-    assert Ledger(ledger_path).spends(state_of(at).dataset_id) == []
-
-
-def test_privacy_page_predicts_the_method_that_runs_and_warns_when_poor(ledger_path: Path) -> None:
-    at = uploaded()
+    assert not any("different settings" in w.value for w in at.warning)
+    assert state_of(at).release_settings == state_of(at).settings_key()
     at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(2.0).run()
+    at.switch_page("pages/4_release.py").run()
     no_exception(at)
-    labels = [m.label for m in at.metric]
-    assert "each column's shares off by about" in labels
-    assert not any("noise per cell" in lab for lab in labels)
-    at.number_input(key="privacy_rows_hint").set_value(400)
-    at.number_input(key="privacy_epsilon").set_value(0.01).run()
+    assert any("different settings" in w.value for w in at.warning)
+    assert state_of(at).release_is_stale
+    for page in ("pages/5_utility.py", "pages/7_risk.py"):
+        at.switch_page(page).run()
+        assert any("different settings" in i.value for i in at.info)
+    at.switch_page("pages/4_release.py").run()
+    # back to the settings it was made with: the mark goes
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(1.0).run()
+    at.switch_page("pages/4_release.py").run()
+    assert not any("different settings" in w.value for w in at.warning)
+
+
+def test_schema_change_makes_the_release_stale() -> None:
+    state = AppState()
+    import pandas as pd
+
+    from dpsynth.schema import CategoricalColumn, Schema
+
+    state.load(pd.DataFrame({"a": ["x", "y"]}), "t.csv")
+    state.set_schema(Schema((CategoricalColumn(name="a", categories=("x", "y")),)))
+    before = state.settings_key()
+    state.set_schema(Schema((CategoricalColumn(name="a", categories=("x", "y", "z")),)))
+    assert state.settings_key() != before
+    state.method = "marginals"
+    again = state.settings_key()
+    state.method = "histogram"
+    assert state.settings_key() != again
+
+
+# ---------------------------------------------------------------- dead ends
+def test_exhausted_budget_disables_the_button_and_says_why(ledger_path: Path) -> None:
+    at = released(ledger_path, epsilon=4.0)  # the default total budget is 4
     no_exception(at)
-    assert any("Expect a poor release" in e.value for e in at.error)
-    assert any("more ε" in m.value for m in at.markdown)
-
-
-def test_tradeoff_page_shows_expected_error_without_simulating(ledger_path: Path) -> None:
-    at = uploaded()
-    at.switch_page("pages/6_tradeoff.py").run()
+    assert state_of(at).release is not None
+    at.button(key="new_release").click().run()
     no_exception(at)
-    assert any("At your ε" in m.value for m in at.markdown)
-    assert "tradeoff" not in state_of(at).analyses
+    assert release_button(at).disabled
+    assert any("used up" in e.value and "different dataset" in e.value for e in at.error), [e.value for e in at.error]
+    assert len(Ledger(ledger_path).spends()) == 1
 
 
-def test_editor_view_shows_empty_cells_blank() -> None:
-    schema = Schema((NumericColumn(name="x", lower=0, upper=1_500_000, bins=10),
-                     CategoricalColumn(name="y", categories=("a", "b"))))
-    view = editor_view(schema_to_table(schema, ["x", "y"]))
-    assert list(view["lower"]) == ["0", ""] and list(view["upper"]) == ["1500000", ""]
-    assert list(view["bins"]) == ["10", ""] and "None" not in view.to_string()
-    assert not any(isinstance(v, float) and math.isnan(v) for v in view["decimals"])
+def test_asking_more_than_is_left_disables_the_button(ledger_path: Path) -> None:
+    at = released(ledger_path, epsilon=3.0)
+    at.button(key="new_release").click().run()
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(2.0).run()
+    at.switch_page("pages/4_release.py").run()
+    no_exception(at)
+    assert release_button(at).disabled
+    assert any("only ε = 1 is left" in e.value and "Lower ε to at most 1" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(1.0).run()
+    at.switch_page("pages/4_release.py").run()
+    assert not release_button(at).disabled
+
+
+def test_failed_upload_clears_the_previous_dataset(ledger_path: Path) -> None:
+    at = uploaded(ledger_path)
+    assert state_of(at).has_data
+    at.file_uploader(key="data_upload").set_value(("broken.csv", b"a,b\n1,2\n3,4,5\n", "text/csv")).run()
+    no_exception(at)
+    assert not state_of(at).has_data and state_of(at).schema_table is None
+    assert not any("Loaded" in s.value for s in at.success)
+    assert any("broken.csv" in e.value for e in at.error)
+
+
+def test_new_upload_resets_epsilon_to_the_datasets_default(ledger_path: Path) -> None:
+    at = uploaded(ledger_path)
+    at.switch_page("pages/3_privacy.py").run()
+    at.number_input(key="privacy_epsilon").set_value(3.5).run()
+    assert state_of(at).epsilon == 3.5
+    at.switch_page("pages/1_data.py").run()
+    at.file_uploader(key="data_upload").set_value(("other.csv", small_csv(300, seed=9), "text/csv")).run()
+    no_exception(at)
+    assert state_of(at).epsilon == DEFAULT_EPSILON
+    at.switch_page("pages/3_privacy.py").run()
+    assert at.number_input(key="privacy_epsilon").value == DEFAULT_EPSILON
+
+
+def test_default_epsilon_fits_what_the_dataset_has_left(tmp_path: Path) -> None:
+    import pandas as pd
+
+    state = AppState(ledger_path=tmp_path / "l.sqlite")
+    df = pd.DataFrame({"a": ["x", "y", "x"]})
+    state.load(df, "t.csv")
+    ledger = Ledger(state.ledger_path)
+    ledger.register(state.dataset_id, PrivacyBudget(4.0, 1e-5))
+    ledger.charge(state.dataset_id, PrivacyBudget(3.7), mechanism="test", purpose="earlier release")
+    state.load(df, "t.csv")
+    assert state.epsilon == pytest.approx(0.3)
+    assert state.release_blocker() is None
+
+
+def test_epsilon_range_is_stated() -> None:
+    lo, hi = EPSILON_RANGE
+    for bad in (0, -1, float("nan"), hi * 2):
+        msg = epsilon_problem(bad)
+        assert msg is not None and msg.startswith(f"ε must be between {lo:g} and {hi:g}"), msg
+    assert epsilon_problem(1.0) is None
+    state = AppState()
+    state.epsilon = 0
+    assert "between" in (state.release_blocker() or "")
+
+
+# ---------------------------------------------------------------- Utility page
+def test_utility_page_compares_raw_values_and_explains_the_counts(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    at.switch_page("pages/5_utility.py").run()
+    no_exception(at)
+    assert any("For your eyes only" in w.value for w in at.warning)
+    frames = [d.value for d in at.dataframe]
+    summary = next(f for f in frames if "KS distance" in f.columns)
+    assert summary["column"].tolist() == ["age"]
+    detail = next(f for f in frames if "statistic" in f.columns)
+    assert "median" in detail["statistic"].tolist()
+    assert any("Kolmogorov–Smirnov distance" in m.value for m in at.markdown)
+    text = " ".join(m.value for m in at.markdown)
+    assert "came out negative" in text and "exactly 0" in text and "noise added, typically about ±" in text
+    assert "seed 0" not in text and "Theorem" not in text
+
+
+def test_quality_reports_to_download(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    at.switch_page("pages/5_utility.py").run()
+    at.button(key="util_prepare_reports").click().run()
+    no_exception(at)
+    keys = {b.key for b in at.get("download_button")}
+    assert {"util_download_private", "util_download_public"} <= keys
+    private, public = state_of(at).analyses["reports"]
+    assert PRIVATE_MARKER.upper().encode() in private
+    assert PRIVATE_MARKER.upper().encode() not in public
+    assert plots.REAL.encode() in private and plots.REAL.encode() not in public
+
+
+# ---------------------------------------------------------------- plain language
+def test_risk_wording_depends_on_epsilon(ledger_path: Path) -> None:
+    at = released(ledger_path, epsilon=4.0)
+    at.switch_page("pages/7_risk.py").run()
+    no_exception(at)
+    assert any("no longer makes these matches harmless" in w.value and "55 times" in w.value for w in at.warning)
+    assert not any("reveal little" in i.value for i in at.info)
+
+
+def test_risk_sentences_at_small_and_large_epsilon() -> None:
+    rep = {"real_unique_raw": 0.2, "real_unique_binned": 0.1, "synthetic_unique_binned": 0.05,
+           "synthetic_matching_real_unique": 0.075}
+    _, low, tone = risk_sentences(rep, 0.5)
+    assert tone == "info" and "reveal little" in low
+    bullets, high, tone = risk_sentences(rep, 10.0)
+    assert tone == "warning" and "22,000 times" in high and "reveal little" not in high
+    assert "7.5%" in bullets[-1]
+
+
+def test_pages_use_plain_words(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    texts = []
+    for page in ["pages/4_release.py", "pages/5_utility.py", "pages/7_risk.py", "pages/8_mechanisms.py"]:
+        at.switch_page(page).run()
+        no_exception(at)
+        texts += [e.value for kind in ("markdown", "caption", "success", "info", "warning", "error")
+                  for e in at.get(kind) if isinstance(getattr(e, "value", None), str)]
+    text = " ".join(texts)
+    for jargon in ("seed 0", "Theorem", "e^ε =", "e+0", "e-0", " 1 rows"):
+        assert jargon not in text, jargon
+
+
+def test_prepared_checks_are_what_the_utility_page_shows(ledger_path: Path) -> None:
+    at = released(ledger_path)
+    state = state_of(at)
+    state.prepare_checks()
+    fid, values = state.analyses["fidelity"], state.analyses["values"]
+    at.switch_page("pages/5_utility.py").run()
+    no_exception(at)
+    assert state_of(at).analyses["fidelity"] is fid and state_of(at).analyses["values"] is values
+    assert any(f"{fid['mean_one_way']:.3f}" in m.value for m in at.markdown)
