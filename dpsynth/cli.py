@@ -1,4 +1,4 @@
-"""Command line: ``python -m dpsynth release|schema|ledger|resample|preview``.
+"""Command line: ``python -m dpsynth release|schema|ledger|resample|preview|analyze``.
 
 A thin layer over the library. User errors (bad input, budget exceeded, ledger problems) exit
 with status 2 and one line on stderr, never a traceback.
@@ -76,7 +76,32 @@ def _parser() -> argparse.ArgumentParser:
     pv.add_argument("--delta", type=float, default=0.0)
     pv.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
     pv.add_argument("--expected-rows", type=int, default=None)
+
+    an = sub.add_parser("analyze", help="honest statistics from a release zip: intervals and tests that account for"
+                                         " the noise (no new ε)")
+    an.add_argument("release", help="release zip (as the dashboard or release --zip-out writes it)")
+    an.add_argument("statistic", choices=["mean", "total", "proportion", "independence", "regression"])
+    an.add_argument("args", nargs="+", help="mean|total COL; proportion COL VALUE; independence COL_A COL_B;"
+                                            " regression RESPONSE PREDICTOR…")
+    an.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    an.add_argument("--simulations", type=int, default=None, help="simulated releases behind each interval or test")
+    an.add_argument("--seed", type=int, default=None, help="reproducible simulations (the release is not touched)")
+    an.add_argument("--json", action="store_true")
     return p
+
+
+def _analyze(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpsynth.inference import analyse, load_release, summary_lines
+
+    rel = load_release(a.release)
+    result = analyse(rel, a.statistic, a.args, level=a.level, rng=np.random.default_rng(a.seed), n_sim=a.simulations)
+    if a.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        print("\n".join(summary_lines(result)))
+    return 0
 
 
 def _ledger_and_budget(a: argparse.Namespace) -> tuple[Ledger, PrivacyBudget | None]:
@@ -262,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = _parser()
     a = parser.parse_args(argv)
-    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview}
+    handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "resample": _resample, "preview": _preview,
+                "analyze": _analyze}
     try:
         return handlers[a.command](a)
     except DPSynthError as exc:
