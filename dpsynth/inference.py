@@ -768,24 +768,24 @@ def independence(rel: LoadedRelease, a: str, b: str, *, rng: np.random.Generator
 def _naive_chi2(rel: LoadedRelease, a: str, b: str) -> tuple[float, float]:
     from scipy import stats
 
-    s = rel.synthetic
-    la, lb = _labels_of(rel, a), _labels_of(rel, b)
-    ct = pd.crosstab(la, lb).to_numpy(dtype=np.float64)
-    ct = ct[ct.sum(axis=1) > 0][:, ct.sum(axis=0) > 0] if ct.size else ct
-    if len(s) == 0 or ct.ndim != 2 or min(ct.shape) < 2:
+    ca, cb = _codes_of(rel, a), _codes_of(rel, b)
+    na, nb = rel.column(a).n_cells + 1, rel.column(b).n_cells + 1
+    ct = np.bincount(ca * nb + cb, minlength=na * nb).reshape(na, nb).astype(np.float64)
+    ct = ct[ct.sum(axis=1) > 0][:, ct.sum(axis=0) > 0]
+    if min(ct.shape) < 2:
         return 0.0, 1.0
     res = stats.chi2_contingency(ct, correction=False)
     return float(res.statistic), float(res.pvalue)
 
 
-def _labels_of(rel: LoadedRelease, name: str) -> pd.Series:
-    """The synthetic column as cell labels (bins for numeric columns, (missing) for NA)."""
+def _codes_of(rel: LoadedRelease, name: str) -> np.ndarray:
+    """The synthetic column as cell codes (bins for numeric columns; NA and unknown text → the last code)."""
     col = rel.column(name)
     s = rel.synthetic[name]
     if isinstance(col, NumericColumn):
-        labels = np.array(col.labels() + [MISSING_LABEL], dtype=object)
-        return pd.Series(labels[_bin_of(s.to_numpy(dtype=np.float64), col)], name=name)
-    return s.fillna(MISSING_LABEL).astype(object).rename(name)
+        return _bin_of(s.to_numpy(dtype=np.float64), col)
+    codes = pd.Categorical(s.astype(object), categories=list(col.categories)).codes.astype(np.int64)
+    return np.where(codes < 0, len(col.categories), codes)
 
 
 # ---------------------------------------------------------------------------------------------
