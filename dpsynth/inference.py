@@ -52,9 +52,9 @@ counts from Multinomial(n̂, π̂_A ⊗ π̂_B), plus noise from the released la
 recomputed — with a fixed number of simulations.
 
 **Regression** (post-processing): weighted least squares on the cells' value midpoints with
-weights clamp(ĉ, 0), intervals from the same parametric bootstrap of the noisy counts. They
-cover the *binned* regression's coefficients; the binning bias (values replaced by their cells'
-midpoints) is stated, not bounded.
+the noisy counts as weights (noisy sufficient statistics Σĉ·x·xᵀ, Σĉ·x·y, unbiased), intervals
+from the same parametric bootstrap of the noisy counts. They cover the *binned* regression's
+coefficients; the binning bias (values replaced by their cells' midpoints) is stated, not bounded.
 
 **Naive answers** computed from the synthetic rows as if they were real (t-interval, Wald
 interval, chi-squared test, OLS) are reported beside each, so the difference is visible.
@@ -794,11 +794,13 @@ def _codes_of(rel: LoadedRelease, name: str) -> np.ndarray:
 
 
 def _wls(design: np.ndarray, target: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted least squares for each row of ``weights`` (…, cells) → (…, terms); NaN when singular."""
+    """Weighted least squares for each row of ``weights`` (…, cells) → (…, terms); NaN unless Σw·x·xᵀ is
+    positive definite (noisy weights can make it indefinite: no least-squares fit exists then)."""
     xtwx = np.einsum("...c,ci,cj->...ij", weights, design, design)
     xtwy = np.einsum("...c,ci,c->...i", weights, design, target)
     out = np.full(weights.shape[:-1] + (design.shape[1],), np.nan)
-    ok = np.linalg.matrix_rank(xtwx) == design.shape[1]
+    ev = np.linalg.eigvalsh(xtwx)
+    ok = ev[..., 0] > 1e-9 * np.maximum(np.abs(ev[..., -1]), 1e-300)
     if np.any(ok):
         out[ok] = np.linalg.solve(xtwx[ok], xtwy[ok][..., None])[..., 0]
     return out
@@ -808,7 +810,7 @@ def regression(rel: LoadedRelease, response: str, predictors: Sequence[str], *, 
                rng: np.random.Generator, n_sim: int = N_SIM_REGRESSION) -> RegressionResult:
     """Least squares of ``response`` on numeric ``predictors`` from the released noisy table (post-processing).
 
-    Cells carry their values' midpoints (grid-aware, :func:`value_ranges`) and weights clamp(ĉ, 0);
+    Cells carry their values' midpoints (grid-aware, :func:`value_ranges`) and weights ĉ (noisy sufficient statistics);
     intervals from the parametric bootstrap of the noisy counts (module docstring). Missing cells
     are left out. The naive fit is OLS on the synthetic rows with classical standard errors."""
     from scipy import stats
@@ -825,12 +827,14 @@ def regression(rel: LoadedRelease, response: str, predictors: Sequence[str], *, 
     grids = np.meshgrid(*[(lambda r: (r[0] + r[1]) / 2)(value_ranges(s)) for s in specs], indexing="ij")
     design = np.column_stack([np.ones(y.size)] + [g.ravel() for g in grids[:-1]])
     target = grids[-1].ravel()
-    beta = _wls(design, target, np.clip(y.ravel(), 0.0, None))
-    # the bootstrap world: counts from the clamped noisy table, plus noise of the released law
+    # the noisy counts themselves, negative ones included, as weights: the sums Σĉ·x·xᵀ and Σĉ·x·y are then
+    # unbiased noisy sufficient statistics (Kifer's notes, "Linear Regression"); clamping would bias them
+    beta = _wls(design, target, y.ravel())
+    # the bootstrap world: counts drawn from the clamped noisy table, plus noise of the released law
     sub = NoisyTable(cols, y, table.parts)
     sims, truth = _simulated_world(sub, n_sim, rng, "multinomial")
     beta_world = _wls(design, target, truth)
-    draws = _wls(design, target, np.clip(sims, 0.0, None)) - beta_world
+    draws = _wls(design, target, sims) - beta_world
     alpha = 1 - lv
     bad = ~np.isfinite(draws)
     low, high = [], []
