@@ -95,6 +95,8 @@ MAX_RATIO = 200
 N_SIM_INTERVAL = 4000
 N_SIM_TEST = 999
 N_SIM_REGRESSION = 1000
+#: Most table cells × simulated releases held in memory at once (float64: 8 bytes each).
+MAX_SIMULATED_CELLS = 50_000_000
 #: Above this half-width the K-fold noise law is taken as normal (K is then huge; CLT).
 _MAX_PMF_HALF_WIDTH = 4_000_000
 
@@ -226,6 +228,11 @@ class NoisyTable:
 
     def noise(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
         """``n`` independent draws of the whole table's noise, shape (n, *counts.shape)."""
+        if self.counts.size * int(n) > MAX_SIMULATED_CELLS:
+            raise InputError(
+                f"The table of {' × '.join(self.columns)} has {self.counts.size:,} cells, too many to simulate"
+                f" {int(n):,} releases of; ask about fewer or coarser columns, or fewer simulations."
+            )
         shape = (int(n), *self.counts.shape)
         out = np.zeros(shape)
         for w, law in self.parts:
