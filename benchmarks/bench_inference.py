@@ -15,7 +15,7 @@ of the honest and the naive test (type-I error and power). The naive answers com
 releases' synthetic rows as if they were real data, so each ratio is against a baseline of the
 same run.
 
-    python benchmarks/bench_inference.py                          # 200 trials × {histogram, marginals} × ε ∈ {0.1, 1}
+    python benchmarks/bench_inference.py                          # 150 trials × {histogram, marginals} × ε ∈ {0.1, 1}
     python benchmarks/bench_inference.py --trials 400 --eps 0.1   # more trials, one ε
     python benchmarks/bench_inference.py --methods histogram --json out.json
 
@@ -121,7 +121,7 @@ def report(r: dict[str, float]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--trials", type=int, default=150)
     p.add_argument("--rows", type=int, default=2000)
     p.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0])
     p.add_argument("--methods", nargs="+", default=["histogram", "marginals"], choices=["histogram", "marginals"])
