@@ -745,13 +745,17 @@ def _binning_text(a: np.ndarray, b: np.ndarray) -> str:
 
 
 def _chi_stat(y: np.ndarray, v: float) -> np.ndarray:
-    """Pearson's statistic with the cell noise variance added to each expected count; y (..., r, c)."""
-    pos = np.clip(y, 0.0, None)
-    rows = pos.sum(axis=-1, keepdims=True)
-    cols = pos.sum(axis=-2, keepdims=True)
+    """Pearson's statistic with the cell noise variance added to each expected count; y (..., r, c).
+
+    The expected counts come from the unclamped noisy margins, so the residuals are the exact
+    projection of the table off independence (the noise's share of them has a law that depends
+    on nothing unknown); only the denominators clamp the expected counts at 0."""
+    rows = y.sum(axis=-1, keepdims=True)
+    cols = y.sum(axis=-2, keepdims=True)
     n = rows.sum(axis=-2, keepdims=True)
     expected = rows * cols / np.where(n > 0, n, 1.0)
-    return ((y - expected) ** 2 / (expected + v)).sum(axis=(-2, -1))
+    expected = np.where(n > 0, expected, 0.0)
+    return ((y - expected) ** 2 / (np.clip(expected, 0.0, None) + v)).sum(axis=(-2, -1))
 
 
 def independence(rel: LoadedRelease, a: str, b: str, *, rng: np.random.Generator,
