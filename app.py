@@ -83,6 +83,8 @@ def run() -> None:
         "Learn and audit": [
             st.Page(HERE / "pages" / "8_mechanisms.py", title="How the noise works", icon=":material/casino:", url_path="mechanisms"),
             st.Page(HERE / "pages" / "9_ledger.py", title="Privacy ledger", icon=":material/menu_book:", url_path="ledger"),
+            st.Page(HERE / "pages" / "10_analyse.py", title="Analyse a release", icon=":material/query_stats:",
+                    url_path="analyse"),
         ],
     }
     page = st.navigation(pages)

@@ -10,7 +10,8 @@ Public API::
 Modules: ``schema`` (public domain), ``binning`` (values ↔ cells), ``neighbours`` (relation and
 sensitivities), ``noise`` (exact samplers, secure generator), ``mechanisms`` (calibration),
 ``accounting`` (budgets, ledger), ``histogram``, ``marginals`` (many columns), ``synthesis``,
-``release``, ``artifacts``, ``io``, ``utility``, ``risk``, ``discovery``, ``drafting``, ``cli``.
+``release``, ``artifacts``, ``inference`` (honest statistics from a release), ``io``, ``utility``, ``risk``,
+``discovery``, ``drafting``, ``cli``.
 
 The names below are imported on first use (PEP 562), so ``python -m dpsynth`` and the engines
 start without loading pandas before they need it.
@@ -31,7 +32,7 @@ _LAZY = {
     "LedgerError": "dpsynth.errors", "Neighbours": "dpsynth.neighbours", "secure_rng": "dpsynth.noise",
     "seeded_rng": "dpsynth.noise", "Release": "dpsynth.release", "release": "dpsynth.release",
     "CategoricalColumn": "dpsynth.schema", "NumericColumn": "dpsynth.schema", "Schema": "dpsynth.schema",
-    "load_schema": "dpsynth.schema",
+    "load_schema": "dpsynth.schema", "load_release": "dpsynth.inference",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])

@@ -1,4 +1,4 @@
-"""Command line: ``python -m dpsynth release|schema|ledger|archive|resample|preview``.
+"""Command line: ``python -m dpsynth release|schema|ledger|archive|resample|preview|regress|analyze``.
 
 A thin layer over the library. User errors (bad input, budget exceeded, ledger problems) exit
 with status 2 and one line on stderr, never a traceback.
@@ -115,7 +115,32 @@ def _parser() -> argparse.ArgumentParser:
     rg.add_argument("--seed", type=int, default=None, help="reproducible noise: tests and demos only")
     rg.add_argument("--json", action="store_true", help="print coefficients and intervals as JSON")
     rg.add_argument("--card-out", default=None, help="regression card JSON")
+
+    an = sub.add_parser("analyze", help="honest statistics from a release zip: intervals and tests that account for"
+                                         " the noise (no new ε)")
+    an.add_argument("release", help="release zip (as the dashboard or release --zip-out writes it)")
+    an.add_argument("statistic", choices=["mean", "total", "proportion", "independence", "regression"])
+    an.add_argument("args", nargs="+", help="mean|total COL; proportion COL VALUE; independence COL_A COL_B;"
+                                            " regression RESPONSE PREDICTOR…")
+    an.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    an.add_argument("--simulations", type=int, default=None, help="simulated releases behind each interval or test")
+    an.add_argument("--seed", type=int, default=None, help="reproducible simulations (the release is not touched)")
+    an.add_argument("--json", action="store_true")
     return p
+
+
+def _analyze(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpsynth.inference import analyse, load_release, summary_lines
+
+    rel = load_release(a.release)
+    result = analyse(rel, a.statistic, a.args, level=a.level, rng=np.random.default_rng(a.seed), n_sim=a.simulations)
+    if a.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        print("\n".join(summary_lines(result)))
+    return 0
 
 
 def _regress(a: argparse.Namespace) -> int:
@@ -402,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     a = parser.parse_args(argv)
     handlers = {"release": _release, "schema": _schema, "ledger": _ledger, "archive": _archive, "resample": _resample,
-                "preview": _preview, "regress": _regress}
+                "preview": _preview, "regress": _regress, "analyze": _analyze}
     try:
         return handlers[a.command](a)
     except DPSynthError as exc:

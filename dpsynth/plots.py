@@ -296,4 +296,38 @@ def reconstruction_figure(sweep: Any, chosen: Any = None) -> go.Figure:
                       xaxis_range=[np.log10(min(xs)) - 0.2, np.log10(max(xs)) + 0.2],
                       yaxis_title="share of secrets recovered", yaxis_tickformat=".0%", yaxis_range=[0.4, 1.03],
                       height=420, legend={"orientation": "h", "y": -0.25})
+
+
+# ---------------------------------------------------------------- inference on a release
+HONEST = "honest: noise, sampling and binning"
+NAIVE = "naive: synthetic rows as if real"
+
+
+def inference_figure(result: Any) -> go.Figure:
+    """An honest interval (or p-value) beside the naive one, from a :mod:`dpsynth.inference` result."""
+    fig = go.Figure()
+    colours = {HONEST: "#e6550d", NAIVE: "#3182bd"}
+    if hasattr(result, "p_value"):
+        fig.add_bar(x=[HONEST, NAIVE], y=[max(result.p_value, 1e-300), max(result.naive_p_value, 1e-300)],
+                    marker_color=[colours[HONEST], colours[NAIVE]])
+        fig.add_hline(y=0.05, line_dash="dash", annotation_text="α = 0.05")
+        fig.update_layout(title="p-value of the independence test", yaxis_type="log", yaxis_title="p-value",
+                          height=320, showlegend=False)
+        return fig
+    if hasattr(result, "terms"):
+        rows = [(HONEST, result.estimate, result.low, result.high), (NAIVE, result.naive_estimate, result.naive_low,
+                                                                      result.naive_high)]
+        for name, est, lo, hi in rows:
+            est, lo, hi = (np.asarray(v, dtype=float) for v in (est, lo, hi))
+            fig.add_scatter(x=est, y=list(result.terms), mode="markers", name=name, marker_color=colours[name],
+                            error_x={"type": "data", "symmetric": False, "array": hi - est, "arrayminus": est - lo})
+        fig.update_layout(title=f"Coefficients ({result.level:.0%} intervals)", height=320, scattermode="group")
+        return fig
+    for name, est, lo, hi in [(HONEST, result.estimate, result.low, result.high),
+                              (NAIVE, result.naive_estimate, result.naive_low, result.naive_high)]:
+        fig.add_scatter(x=[est], y=[name], mode="markers", name=name, marker_color=colours[name], marker_size=10,
+                        error_x={"type": "data", "symmetric": False, "array": [hi - est], "arrayminus": [est - lo]})
+    what = f"{result.statistic} of {result.column}" + (f" = {result.value}" if result.value is not None else "")
+    fig.update_layout(title=f"{what}: {result.level:.0%} intervals", height=260, showlegend=False,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 30})
     return fig

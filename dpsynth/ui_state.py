@@ -102,6 +102,8 @@ class AppState:
     release_settings: str | None = None  # settings_key() when the shown release was made
     # --- curator-only analyses of the current release, kept so reruns do not recompute them
     analyses: dict[str, Any] = field(default_factory=dict)
+    # --- a release zip uploaded on the Analyse page (public files; kept apart from this session's own release)
+    uploaded_release: dict[str, Any] = field(default_factory=dict)
     ledger_path: Path = field(default_factory=default_ledger_path)
 
     # ------------------------------------------------------------ derived values

@@ -30,6 +30,9 @@ SOURCES = sorted([APP, *(ROOT / "pages").glob("*.py"), *(ROOT / "dpsynth").rglob
 #: must be listed here after a review; nothing that takes uploaded data may be.
 PUBLIC_ONLY: dict[str, str] = {
     "dpsynth/noise.py:_D_STEP_CACHE": "lookup tables of the exact sampler, keyed by the public noise scale",
+    "dpsynth/inference.py:_base_variance": "variance of one noise draw, keyed by the released (public) noise law",
+    "dpsynth/inference.py:_pmf_table": "pmf of a sum of k noise draws, keyed by the released noise law and k (from"
+                                       " the public schema)",
 }
 CACHE_DECORATORS = {"cache_data", "cache_resource", "experimental_memo", "experimental_singleton", "lru_cache", "cache"}
 
