@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsynth import marginals, zcdp
+from dpsynth import zcdp
 from dpsynth.errors import InputError
 from dpsynth.marginals import MarginalModel, fit_marginal_model, project_simplex
+from dpsynth.marginals import fit as marginals_fit
+from dpsynth.marginals.budget import Measurement
 
 
 def _chain(n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -44,7 +46,7 @@ def chain_model() -> tuple[MarginalModel, np.ndarray, tuple[int, ...]]:
     """A chain fitted at ε = 10⁶ with one round per column, so some pairs are never measured."""
     codes, sizes = _chain(20_000, np.random.default_rng(1))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(marginals, "ROUNDS_PER_COLUMN", 1.0)
+        mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
         model = fit_marginal_model(codes, sizes, epsilon=1e6, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(2))
     return model, codes, sizes
@@ -109,7 +111,7 @@ def test_budget_bookkeeping_zcdp() -> None:
         assert nz["noise"] == "discrete Gaussian"
         assert nz["rho"] == pytest.approx(float(zcdp.gaussian_rho(Fraction(nz["sigma2"]), 1)), rel=1e-12)
     assert [s["stage"] for s in m.stages] == ["one-way marginals", "selection", "measurement"]
-    assert len(m.measurements) == len(sizes) + round(marginals.ROUNDS_PER_COLUMN * (len(sizes) - 1))
+    assert len(m.measurements) == len(sizes) + round(marginals_fit.ROUNDS_PER_COLUMN * (len(sizes) - 1))
 
 
 def test_replace_one_doubles_the_noise_variance() -> None:
@@ -230,8 +232,8 @@ def test_output_depends_only_on_released_measurements(monkeypatch) -> None:
     """With the mechanisms' outputs pinned (every noisy table = 5s, every selection = the first
     candidate), two different datasets over the same domain give byte-identical models: nothing
     but the DP outputs reaches the release (security notes, test 2)."""
-    monkeypatch.setattr(marginals, "_measure", lambda counts, mech, rng: np.full(np.shape(counts), 5, dtype=np.int64))
-    monkeypatch.setattr(marginals, "_select", lambda scores, sens, eps, rng: 0)
+    monkeypatch.setattr(Measurement, "__call__", lambda self, counts, *, rng: np.full(np.shape(counts), 5, dtype=np.int64))
+    monkeypatch.setattr(marginals_fit, "exponential_mechanism", lambda scores, sens, eps, *, rng: 0)
     a, sizes = _table(3_000, seed=1)
     b, _ = _table(777, seed=2)
     b[:, 0] = 0  # a very different table
@@ -244,7 +246,7 @@ def test_output_depends_only_on_released_measurements(monkeypatch) -> None:
 def test_forest_when_columns_join_alone(monkeypatch) -> None:
     """Independent columns and a heavy noise penalty: some columns join alone (a forest of
     cliques), and the sampler still follows the model on every pair."""
-    monkeypatch.setattr(marginals, "PENALTY_FACTOR", 3.0)
+    monkeypatch.setattr(marginals_fit, "PENALTY_FACTOR", 3.0)
     rng = np.random.default_rng(11)
     sizes = (3, 4, 5, 2)
     codes = np.stack([rng.integers(0, s, 4_000) for s in sizes], axis=1)
@@ -279,7 +281,7 @@ def test_pair_marginals_across_cliques_are_exact() -> None:
     """Tree propagation gives the joint's pair marginals, also for pairs in different cliques."""
     codes, sizes = _table(5_000)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(marginals, "ROUNDS_PER_COLUMN", 1.0)
+        mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
         model = fit_marginal_model(codes, sizes, epsilon=2.0, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(9))
     joint = model.joint()

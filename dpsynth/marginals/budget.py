@@ -1,0 +1,165 @@
+"""The budget plan of the marginals method: shares per stage, allocation over rounds, noise per stage.
+
+The total (ρ of zCDP when δ > 0, ε when δ = 0) is split into the three stages of
+:func:`dpsynth.marginals.fit_marginal_model`: ``ONE_WAY_SHARE`` for the one-way marginals,
+``SELECT_SHARE`` for the selections (evenly over the rounds), the rest for the measurements of
+the selected marginals, each round taking its share of what is left in proportion to
+cells^``ALLOC_POWER`` (:func:`allocate`). Every number here is a function of public inputs and
+earlier releases, fixed before the round it pays for looks at the data.
+
+Each measurement is a mechanism object of :mod:`dpsynth.mechanisms` (exact discrete Gaussian or
+discrete Laplace), with its noise parameter rounded toward *more* noise, so the spend recorded by
+:class:`Plan` is at or below the plan; :func:`stage` writes the card's entry for a stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpsynth import noise, zcdp
+from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace
+from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l2_sensitivity_squared
+
+# Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
+ONE_WAY_SHARE = 0.05
+SELECT_SHARE = 0.06
+# Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
+# fixed set of tables; 0 = equal split; 1/3 did best on Adult).
+ALLOC_POWER = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy measurement as planned: the mechanism applied and the budget it costs.
+
+    ``cost`` is ρ = Δ₂²/(2σ²) (discrete Gaussian, CKS20 Thm 4) or ε = Δ₁/scale (discrete
+    Laplace, GRS09), computed from the rounded noise parameter the mechanism actually uses.
+    """
+
+    mechanism: DiscreteGaussian | DiscreteLaplace
+    cost: float
+
+    @property
+    def pure(self) -> bool:
+        return isinstance(self.mechanism, DiscreteLaplace)
+
+    @property
+    def param(self) -> Fraction:
+        """σ² for the Gaussian, the scale for the Laplace."""
+        m = self.mechanism
+        return m.scale if isinstance(m, DiscreteLaplace) else m.sigma2
+
+    @property
+    def mean_abs(self) -> float:
+        """E|Z| of one draw (Gaussian: √(2/π)σ, a close upper bound for the discrete one)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p * p)
+        return math.sqrt(2.0 / math.pi * float(self.param))
+
+    @property
+    def variance(self) -> float:
+        """Variance of one draw (Gaussian: ≤ σ², CKS20 Prop. 19)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p) ** 2
+        return float(self.param)
+
+    def __call__(self, counts: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
+        """Noisy counts: the mechanism's exact integer noise on every cell, empty ones included."""
+        return self.mechanism(counts, rng=rng)
+
+    def info(self) -> dict[str, Any]:
+        """What the model file records for this measurement."""
+        if self.pure:
+            return {"noise": "discrete Laplace", "scale": str(self.param), "epsilon": self.cost}
+        return {"noise": "discrete Gaussian", "sigma2": str(self.param), "rho": self.cost}
+
+
+class Plan:
+    """Turns a budget (ρ or ε) into mechanisms, recording each spend."""
+
+    def __init__(self, epsilon: float, delta: float, neighbours: Neighbours, k: int) -> None:
+        self.pure = delta == 0.0
+        self.delta = delta
+        self.neighbours = neighbours
+        self.l1 = histogram_l1_sensitivity(neighbours, k)
+        self.l2sq = histogram_l2_sensitivity_squared(neighbours, k)
+        # A hair below the budget so that float rounding in the splits can never overspend.
+        self.total = (epsilon if self.pure else zcdp.rho_from_epsilon(epsilon, delta)) * (1 - 1e-9)
+        self.spent = 0.0
+
+    def preview(self, budget: float) -> Measurement:
+        """The measurement ``budget`` would buy (nothing is spent)."""
+        if self.pure:
+            scale = Fraction(noise.rational_at_least(self.l1 / budget))
+            cost = self.l1 / float(scale)
+            return Measurement(DiscreteLaplace(epsilon=cost, l1_sensitivity=self.l1, scale=scale), cost)
+        sigma2 = Fraction(noise.rational_at_least(self.l2sq / (2.0 * budget)))
+        cost = float(zcdp.gaussian_rho(sigma2, self.l2sq))
+        # The mechanism alone is (ε, δ)-DP for the classic conversion ε = ρ + 2√(ρ ln(1/δ)) [BS16,
+        # Prop. 1.3] (the release as a whole is accounted in ρ, not through this ε).
+        eps = cost + 2.0 * math.sqrt(cost * math.log(1.0 / self.delta))
+        mech = DiscreteGaussian(epsilon=eps, delta=self.delta, l2_sensitivity=math.sqrt(self.l2sq),
+                                sigma2=sigma2, neighbours=self.neighbours)
+        return Measurement(mech, cost)
+
+    def measurement(self, budget: float) -> Measurement:
+        """The measurement ``budget`` buys; its cost is recorded as spent."""
+        m = self.preview(budget)
+        self.spent += m.cost
+        return m
+
+    def selection_epsilon(self, budget: float) -> float:
+        """ε of an exponential mechanism costing ``budget`` (ρ = ε²/8 [Cesar & Rogers 2021] under zCDP)."""
+        eps = budget if self.pure else zcdp.exponential_mechanism_epsilon(budget) * (1 - 1e-12)
+        self.spent += eps if self.pure else eps * eps / 8.0
+        return eps
+
+
+def allocate(left: float, rounds_left: int, weight: float, earlier: list[float]) -> float:
+    """This round's share of the measurement budget: ∝ cells^ALLOC_POWER, against the mean weight
+    of the cliques measured so far standing in for the rounds still to come. Depends only on
+    public sizes and earlier (released) selections."""
+    if rounds_left <= 1:
+        return left
+    typical = (sum(earlier) + weight) / (len(earlier) + 1)
+    return left * weight / (weight + (rounds_left - 1) * typical)
+
+
+def noisy_total(measurements: list[tuple[tuple[int, ...], np.ndarray]], mechs: list[Measurement]) -> float:
+    """Inverse-variance weighted mean of the tables' sums (each sum has variance cells·Var(Z))."""
+    num = den = 0.0
+    for (_, y), m in zip(measurements, mechs, strict=True):
+        w = 1.0 / (y.size * m.variance)
+        num += w * float(y.sum())
+        den += w
+    return num / den
+
+
+# -- the card's entries ---------------------------------------------------------------------------
+
+
+def stage(name: str, plan: Plan, cost: float, detail: str) -> dict[str, Any]:
+    """One stage of the release card: its cost, share of the budget and guarantee."""
+    unit = "epsilon" if plan.pure else "rho"
+    return {"stage": name, unit: cost, "share": cost / plan.total if plan.total else 0.0,
+            "guarantee": (f"{cost:.6g}-DP" if plan.pure else f"{cost:.6g}-zCDP"), "detail": detail}
+
+
+def range_text(name: str, values: list[float]) -> str:
+    if not values:
+        return f"no {name}"
+    lo, hi = min(values), max(values)
+    return f"{name} = {lo:.4g}" if math.isclose(lo, hi, rel_tol=1e-9) else f"{name} from {lo:.4g} to {hi:.4g}"
+
+
+def mech_text(m: Measurement, plan: Plan) -> str:
+    if m.pure:
+        return f"discrete Laplace scale {float(m.param):.4g} (Δ₁ = {plan.l1}, {m.cost:.4g}-DP)"
+    return f"discrete Gaussian σ = {math.sqrt(float(m.param)):.4g} (Δ₂² = {plan.l2sq}, {m.cost:.4g}-zCDP)"
