@@ -163,3 +163,91 @@ def mech_text(m: Measurement, plan: Plan) -> str:
     if m.pure:
         return f"discrete Laplace scale {float(m.param):.4g} (Δ₁ = {plan.l1}, {m.cost:.4g}-DP)"
     return f"discrete Gaussian σ = {math.sqrt(float(m.param)):.4g} (Δ₂² = {plan.l2sq}, {m.cost:.4g}-zCDP)"
+
+
+# -- capacity: how much model the budget buys (decided from public values only) -------------------
+
+# Tables wider than this take the wide path: one round per column (a spanning tree, as in MST),
+# candidates scored against independence of the released one-ways (all pair counts once, no
+# refit between rounds), so selection costs O(d²) counts rather than O(d³) model estimates.
+WIDE_COLUMNS = 24
+# Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
+# 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
+TRIPLES_SNR = 40.0
+# One-way fallback: the planned one-way precision may raise the mean expected one-column TVD of the
+# synthetic rows (noise and sampling together) at most this factor above that of independent noisy
+# one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
+ONE_WAY_SLACK = 1.03
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The model a budget buys: rounds, three-way measurements, the wide path, extra one-way share.
+
+    A function of public inputs (sizes, the budget) and released values (the noisy total and the
+    noisy one-way marginals) only, fixed before any round looks at the data.
+    """
+
+    rounds: int
+    triples: bool
+    wide: bool
+    one_way_extra: float  # share of the total spent on a second measurement of every one-way
+    select_share: float
+    snr: float  # noisy total ÷ expected L1 noise of a typical pair measurement
+
+    def describe(self) -> str:
+        return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
+                f" measured{', wide-table path (one round per column)' if self.wide else ''};"
+                f" signal-to-noise of a typical pair {self.snr:.3g}"
+                + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
+
+
+def _expected_tvd(p: np.ndarray, n: float, noise_var: float) -> float:
+    """E[TVD] of a column's synthetic proportions: per cell a centred normal with the sampling
+    variance p(1−p)/n plus the noise variance on counts / n² (E|Z| = √(2/π)·sd)."""
+    sd = np.sqrt(p * (1.0 - p) / n + noise_var / (n * n))
+    return float(0.5 * math.sqrt(2.0 / math.pi) * sd.sum())
+
+
+def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.ndarray],
+             rounds_per_column: float, base_share: float) -> Capacity:
+    """Plan the rounds and the one-way fallback from public sizes and released values.
+
+    The one-way precision counts the one-way installments only (inverse variances add for
+    independent unbiased measurements); what the pairs add to a column's accuracy is not counted,
+    which keeps the rule conservative (the fit does not recover all of it).
+    """
+    d = len(sizes)
+    if d < 2:
+        return Capacity(rounds=0, triples=False, wide=False, one_way_extra=0.0, select_share=0.0, snr=0.0)
+    n = max(float(n_hat), 1.0)
+    wide = d > WIDE_COLUMNS
+    rounds = (d - 1) if (d <= 2 or wide) else max(d - 1, round(rounds_per_column * (d - 1)))
+    s_bar = math.exp(sum(math.log(s) for s in sizes) / d)
+    base_var = plan.preview(plan.total / d).variance
+    base = sum(_expected_tvd(p, n, base_var) for p in one_way)
+    first_prec = 1.0 / plan.preview(plan.total * base_share / d).variance
+    sel0 = SELECT_SHARE
+    rest0 = 1.0 - base_share
+
+    def shares(extra: float) -> tuple[float, float]:
+        rest = rest0 - extra
+        sel = sel0 * rest / rest0
+        return sel, rest - sel
+
+    def ours(extra: float) -> float:
+        prec = first_prec + (1.0 / plan.preview(plan.total * extra / d).variance if extra > 0 else 0.0)
+        return sum(_expected_tvd(p, n, 1.0 / prec) for p in one_way)
+
+    steps = 38  # extra share in steps of 1/38 of the rest (2.5% of it), up to all of it
+    for k in range(steps + 1 if wide else 1):  # the one-way fallback is the wide path's
+        extra = rest0 * k / steps
+        if k == steps or ours(extra) <= ONE_WAY_SLACK * base:
+            break
+    sel, pairs = shares(extra)
+    if wide and k == steps:  # no pair is worth its cost to the one-ways: independent columns
+        return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=0.0)
+    pair_noise = plan.preview(plan.total * pairs / rounds).mean_abs * s_bar * s_bar
+    snr = n / pair_noise
+    return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
+                    one_way_extra=extra, select_share=sel, snr=snr)

@@ -197,6 +197,31 @@ class TreeModel:
             self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta)
         self.mu = tree.marginals(self.theta, self.total)
 
+    def rake(self, targets: list[np.ndarray], iters: int) -> None:
+        """Bring every column's model marginal to ``targets[j]`` (proportions; post-processing).
+
+        Multiplying one clique's potential by f(x_j) multiplies the joint by f(x_j), so
+        f = target/current sets P(x_j) exactly; all columns are updated together from one
+        inference pass per iteration (iterative proportional fitting, Jacobi order).
+        """
+        if not self.cliques:
+            return
+        tree = self._tree()
+        home = {}
+        for i, cl in enumerate(self.cliques):
+            for c in cl:
+                home.setdefault(c, i)
+        for _ in range(iters):
+            self.mu = tree.marginals(self.theta, self.total)
+            for c, i in home.items():
+                cl = self.cliques[i]
+                cur = self._marg((c,))
+                cur = cur / max(cur.sum(), 1e-300)
+                f = np.log(np.maximum(targets[c], 1e-30)) - np.log(np.maximum(cur, 1e-30))
+                shape = [self.sizes[k] if k == c else 1 for k in cl]
+                self.theta[i] = self.theta[i] + 0.5 * f.reshape(shape)  # damped: columns interact
+        self.mu = tree.marginals(self.theta, self.total)
+
     def _marg(self, cols: tuple[int, ...]) -> np.ndarray:
         """Model counts on ``cols`` (axes in sorted order); ``cols`` must lie in one clique."""
         i = next(i for i, cl in enumerate(self.cliques) if set(cols) <= set(cl))

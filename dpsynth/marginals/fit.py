@@ -18,7 +18,16 @@ import numpy as np
 from dpsynth import zcdp
 from dpsynth.errors import InputError, InternalError
 from dpsynth.marginals import budget as _budget
-from dpsynth.marginals.budget import Measurement, Plan, allocate, mech_text, noisy_total, range_text, stage
+from dpsynth.marginals.budget import (
+    Measurement,
+    Plan,
+    allocate,
+    capacity,
+    mech_text,
+    noisy_total,
+    range_text,
+    stage,
+)
 from dpsynth.marginals.estimation import Candidate, TreeModel, project_simplex
 from dpsynth.marginals.model import MarginalModel
 from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism
@@ -40,6 +49,9 @@ MAX_CLIQUE_COLS = 5
 TRIPLES = False
 # Offer "join alone" (no pair measured) for each column not yet in the model.
 ALONE = True
+# Proportional-fitting passes that bring the model's one-ways to the one-way estimates when the
+# capacity plan moved budget to the one-ways.
+RAKE_ITERS = 30
 # Mirror-descent iterations after each round (warm-started) and at the end.
 ROUND_ITERS = 12
 
@@ -56,6 +68,28 @@ def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...], weig
     out = np.zeros(math.prod(shape), dtype=np.int64)
     np.add.at(out, idx, weights)
     return out.reshape(shape)
+
+
+def _pair_gaps(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None,
+               one_way: list[np.ndarray], total: float) -> np.ndarray:
+    """‖M_uv(D) − N̂·p̂_u⊗p̂_v‖₁ for every pair u < v (a d × d array, upper triangle): the AIM score's
+    gap against the independent model built from the released one-ways. Adding or removing one
+    person moves each entry by at most Δ₁ (only the data counts change)."""
+    d = len(sizes)
+    out = np.zeros((d, d))
+    cols = [np.ascontiguousarray(codes[:, j]) for j in range(d)]
+    w = None if weights is None else weights.astype(np.float64)
+    for u in range(d - 1):
+        # One bincount for all pairs (u, v > u): each pair's cells sit at its own offset.
+        vs = range(u + 1, d)
+        cells = [sizes[u] * sizes[v] for v in vs]
+        offsets = np.concatenate([[0], np.cumsum(cells)[:-1]]).astype(np.int64)
+        idx = np.concatenate([cols[u] * sizes[v] + cols[v] + o for v, o in zip(vs, offsets, strict=True)])
+        counts = np.bincount(idx, weights=None if w is None else np.tile(w, len(cells)), minlength=int(sum(cells)))
+        for v, o, c in zip(vs, offsets, cells, strict=True):
+            expected = total * np.outer(one_way[u], one_way[v]).ravel()
+            out[u, v] = float(np.abs(counts[o:o + c] - expected).sum())
+    return out
 
 
 def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -102,6 +136,7 @@ def fit_marginal_model(
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     rel = Neighbours.parse(neighbours)
     codes, sizes = _validate(codes, sizes)
+    codes = np.asfortranarray(codes)  # columns contiguous: every count reads whole columns
     if weights is not None:
         weights = np.asarray(weights)
         if weights.shape != (len(codes),) or not np.issubdtype(weights.dtype, np.integer) or (weights < 0).any():
@@ -112,34 +147,52 @@ def fit_marginal_model(
     report = progress or (lambda _f, _m: None)
 
     one_share = _budget.ONE_WAY_SHARE if d > 1 else 1.0
-    sel_share = _budget.SELECT_SHARE if d > 1 else 0.0
     budget_one = plan.total * one_share
-    budget_sel = plan.total * sel_share
-    budget_meas = plan.total - budget_one - budget_sel
     stages: list[dict[str, Any]] = []
 
     # ---- stage 1: one-way marginals ---------------------------------------------------------
     report(0.02, "Measuring one-way marginals")
-    one_mech = plan.measurement(budget_one / d)
-    plan.spent += one_mech.cost * (d - 1)  # the same mechanism is applied to each of the d columns
     measurements: list[tuple[tuple[int, ...], np.ndarray]] = []
     mechs: list[Measurement] = []
-    for j in range(d):
-        y = one_mech(_counts(codes, sizes, (j,), weights), rng=rng)
-        measurements.append(((j,), y))
-        mechs.append(one_mech)
-    stages.append(stage("one-way marginals", plan, one_mech.cost * d,
-                         f"{d} one-way marginals, each " + mech_text(one_mech, plan)))
-    n_hat = noisy_total(measurements, mechs)
-    total = max(n_hat, 1.0)
-    one_way = []
-    for _, y in measurements:
-        t = project_simplex(y, total)
-        one_way.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+    one_counts = [_counts(codes, sizes, (j,), weights) for j in range(d)]
+
+    def measure_one_ways(budget: float) -> Measurement:
+        mech = plan.measurement(budget / d)
+        plan.spent += mech.cost * (d - 1)  # the same mechanism is applied to each of the d columns
+        for j in range(d):
+            measurements.append(((j,), mech(one_counts[j], rng=rng)))
+            mechs.append(mech)
+        return mech
+
+    def one_way_estimates() -> tuple[float, list[np.ndarray]]:
+        """Noisy total and one-way proportions: inverse-variance mean of each column's measurements."""
+        tot = max(noisy_total(measurements, mechs), 1.0)
+        out = []
+        for j in range(d):
+            ys = [(y, m.variance) for (c, y), m in zip(measurements, mechs, strict=True) if c == (j,)]
+            y = sum(y / v for y, v in ys) / sum(1.0 / v for _, v in ys)
+            t = project_simplex(y, tot)
+            out.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+        return tot, out
+
+    one_mechs = [measure_one_ways(budget_one)]
+    total, one_way = one_way_estimates()
+    # How much model the budget buys, from public sizes and the released one-ways; a second
+    # installment of one-ways when the pairs would cost the one-column accuracy too much.
+    cap = capacity(plan, sizes, total, one_way, ROUNDS_PER_COLUMN, one_share)
+    if cap.one_way_extra > 0:
+        one_mechs.append(measure_one_ways(plan.total * cap.one_way_extra))
+        total, one_way = one_way_estimates()
+    one_cost = sum(m.cost for m in one_mechs) * d
+    stages.append(stage("one-way marginals", plan, one_cost,
+                        f"{d} one-way marginals, " + " then again with ".join(
+                            "each " + mech_text(m, plan) for m in one_mechs)))
+    budget_sel = plan.total * cap.select_share
+    budget_meas = max(0.0, plan.total - one_cost - budget_sel) if cap.rounds else 0.0
 
     # ---- stage 2+3: rounds of selection and measurement --------------------------------------
     model = TreeModel(sizes, one_way, total, max_cells=MAX_CLIQUE_CELLS, max_cols=MAX_CLIQUE_COLS,
-                      triples=TRIPLES, alone=ALONE)
+                      triples=TRIPLES or cap.triples, alone=ALONE)
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
 
     def real(m: tuple[int, ...]) -> np.ndarray:
@@ -147,8 +200,8 @@ def fit_marginal_model(
             counts_cache[m] = _counts(codes, sizes, m, weights)
         return counts_cache[m]
 
-    # Two columns: one pair says everything. Otherwise extra rounds grow cliques or re-measure.
-    rounds_total = max(d - 1, round(ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
+    gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total) if cap.wide and cap.rounds else None
+    rounds_total = cap.rounds
     sel_left, meas_left = budget_sel, budget_meas
     sel_spent = meas_spent = 0.0
     sel_eps_used: list[float] = []
@@ -162,15 +215,20 @@ def fit_marginal_model(
         if not cands:  # nothing left to measure within the size caps; the rest stays unspent
             break
         scores = np.empty(len(cands))
+        penalty: dict[int, float] = {}  # by cells: the expected noise term depends on the size only
         for i, cand in enumerate(cands):
             if cand.kind == "alone":
                 scores[i] = 0.0
                 continue
-            w = math.prod(sizes[c] for c in cand.measure) ** _budget.ALLOC_POWER
-            b = allocate(meas_left, rounds_left, w, round_weights)
             cells = math.prod(sizes[c] for c in cand.measure)
-            gap = float(np.abs(real(cand.measure) - model.estimate(cand)).sum())
-            scores[i] = gap - PENALTY_FACTOR * plan.preview(b).mean_abs * cells
+            if cells not in penalty:
+                b = allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER, round_weights)
+                penalty[cells] = PENALTY_FACTOR * plan.preview(b).mean_abs * cells
+            if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
+                gap = float(gap_vs_independent[cand.measure])
+            else:
+                gap = float(np.abs(real(cand.measure) - model.estimate(cand)).sum())
+            scores[i] = gap - penalty[cells]
         sel_left -= round_sel
         if len(cands) == 1:
             cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
@@ -193,7 +251,8 @@ def fit_marginal_model(
         measurements.append((cand.measure, y))
         mechs.append(mech)
         model.apply(cand, y, mech.variance)
-        model.fit(ROUND_ITERS)
+        if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
+            model.fit(ROUND_ITERS)
     for x in range(d):
         if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
             model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
@@ -218,6 +277,9 @@ def fit_marginal_model(
     report(0.92, "Estimating the model")
     model.total = max(noisy_total(measurements, mechs), 1.0)
     model.fit(ESTIMATION_ITERS)
+    if cap.one_way_extra > 0:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
+        model.rake(one_way, RAKE_ITERS)
     steps = model.steps()
     report(1.0, "Done")
     params = {
@@ -234,6 +296,10 @@ def fit_marginal_model(
         params["rho_budget"] = plan.total
         params["rho_spent"] = plan.spent
         params["epsilon_spent"] = zcdp.epsilon_from_rho(plan.spent, dlt) if plan.spent > 0 else 0.0
+    params["capacity"] = {"rounds": cap.rounds, "triples": model.triples, "wide": cap.wide,
+                          "one_way_extra_share": cap.one_way_extra, "pair_snr": cap.snr,
+                          "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
+                          "text": cap.describe()}
     if plan.spent > plan.total * (1 + 1e-12):
         raise InternalError("The marginal method over-spent its privacy budget.")
     return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(model.total), measurements=measurements,
