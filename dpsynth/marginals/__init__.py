@@ -55,6 +55,15 @@ round's budget is fixed before the round looks at the data (it depends on public
 earlier releases only), so the composition is the standard adaptive one; noise parameters are
 rounded toward *more* noise, so the actual spend is at or below the plan (``describe()``).
 
+Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
+the one-ways from public sizes, the budget and the released noisy total and one-ways. Three-way
+measurements are offered when a typical pair measurement's expected L1 noise is below 1/40 of
+the noisy total. Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
+against independence of the released one-ways (no refit between rounds); there, if the pairs
+would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
+one-ways spending the whole budget, a second installment of one-ways takes the difference
+(all of the rest when no pair is worth it), and the fitted model is raked to them.
+
 Caveat: the exponential mechanism's probabilities are computed in floating point (see
 :func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.
 

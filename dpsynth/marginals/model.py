@@ -200,6 +200,8 @@ class MarginalModel:
             "stages": self.stages,
             "selected_marginals": [list(c) for c, _ in self.measurements if len(c) > 1],
             "model_cliques": self.params.get("cliques", []),
+            # Rounds, measured sizes and clique limits the budget bought (public values only).
+            "capacity": self.params.get("capacity"),
             "noisy_total": self.noisy_total,
             "post_processing": [
                 "noisy total = inverse-variance mean of the measured tables' sums",
