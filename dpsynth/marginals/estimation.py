@@ -308,36 +308,32 @@ class JunctionTree:
         point and several times faster than log-domain passes.
         """
         n = len(self.cliques)
-        phi = [np.exp(t - t.max()) for t in theta]
-        children: list[list[int]] = [[] for _ in range(n)]
-        for i, p in enumerate(self.parent):
-            if p >= 0:
-                children[p].append(i)
-        up = list(phi)
+        up = [np.exp(t - t.max()) for t in theta]
         to_parent: list[np.ndarray] = [np.empty(0)] * n
         for i in reversed(range(n)):
             p = self.parent[i]
             if p >= 0:
                 to_parent[i] = self._msg(up[i], i, p)
                 up[p] = up[p] * to_parent[i]
-        down: list[np.ndarray | float] = [1.0] * n
+        # Downward pass in the Hugin form: a child's belief is its upward table times (the
+        # parent's belief on the separator ÷ the message the child sent up), one product per clique.
+        out: list[np.ndarray] = []
         for i in range(n):
-            for c in children[i]:
-                rest = phi[i] * down[i]
-                for o in children[i]:
-                    if o != c:
-                        rest = rest * to_parent[o]
-                down[c] = self._msg(rest, i, c)
-        out = []
-        for i in range(n):
-            b = up[i] * down[i]
+            p = self.parent[i]
+            if p < 0:
+                b = up[i]
+            else:
+                sep = self._msg(out[p], p, i)
+                sent = to_parent[i].reshape(sep.shape)
+                ratio = np.divide(sep, sent, out=np.zeros_like(sep), where=sent > 0)
+                mr = ratio.max()
+                b = up[i] * (ratio / mr) if mr > 0 else up[i] * ratio
             mx = b.max()
             if not mx > 0:  # everything underflowed: no information left, stay valid
-                out.append(np.full(b.shape, total / b.size))
+                out.append(np.full(b.shape, 1.0 / b.size))
                 continue
-            b = b / mx
-            out.append(b * (total / b.sum()))
-        return out
+            out.append(b / mx)
+        return [b * (total / b.sum()) for b in out]
 
 
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
@@ -347,26 +343,33 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
     Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
     counts, noise variance). Returns the potentials and the last step size."""
 
-    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+    # Per observation: the clique axes summed away, and y shaped to broadcast against the clique.
+    prepared = []
+    for ci, keep, y, var in obs:
+        ndim = len(tree.cliques[ci])
+        drop = tuple(i for i in range(ndim) if i not in keep)
+        # keep is increasing (measured sets and cliques are sorted), so axes already match y.
+        yk = np.asarray(y, dtype=np.float64).reshape([y.shape[keep.index(i)] if i in keep else 1 for i in range(ndim)])
+        prepared.append((ci, drop, yk, var))
+
+    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray | float]]:
         loss = 0.0
-        grads = [np.zeros_like(m) for m in mu]
-        for ci, keep, y, var in obs:
-            drop = tuple(i for i in range(mu[ci].ndim) if i not in keep)
-            # keep is increasing (measured sets and cliques are sorted), so axes already match y.
-            r = (mu[ci].sum(axis=drop) if drop else mu[ci]) - y
-            loss += float((r * r).sum()) / var
-            g = (2.0 / var) * r
-            grads[ci] += np.expand_dims(g, drop) if drop else g
+        grads: list[np.ndarray | float] = [0.0] * len(mu)
+        for ci, drop, yk, var in prepared:
+            r = (mu[ci].sum(axis=drop, keepdims=True) if drop else mu[ci]) - yk
+            loss += float(np.vdot(r, r)) / var
+            grads[ci] = grads[ci] + (2.0 / var) * r
         return loss, grads
 
     mu = tree.marginals(theta, total)
     loss, grads = loss_grad(mu)
     if eta is None:
         # A first step that moves log-potentials by about 1 where the gradient is largest.
-        gmax = max(float(np.abs(g).max()) for g in grads) or 1.0
+        gmax = max(float(np.abs(g).max()) for g in grads if isinstance(g, np.ndarray)) if prepared else 1.0
+        gmax = gmax or 1.0
         eta = 1.0 / gmax
     for _ in range(iters):
-        new_theta = [t - eta * g for t, g in zip(theta, grads, strict=True)]
+        new_theta = [t - eta * g if isinstance(g, np.ndarray) else t for t, g in zip(theta, grads, strict=True)]
         new_mu = tree.marginals(new_theta, total)
         new_loss, new_grads = loss_grad(new_mu)
         if new_loss <= loss:
