@@ -325,7 +325,9 @@ class JunctionTree:
             else:
                 sep = self._msg(out[p], p, i)
                 sent = to_parent[i].reshape(sep.shape)
-                ratio = np.divide(sep, sent, out=np.zeros_like(sep), where=sent > 0)
+                # Where the child's message underflowed the child's table is ~0 anyway; the floor
+                # keeps the ratio finite.
+                ratio = np.where(sent > 0, sep / np.maximum(sent, 1e-300), 0.0)
                 mr = ratio.max()
                 b = up[i] * (ratio / mr) if mr > 0 else up[i] * ratio
             mx = b.max()
