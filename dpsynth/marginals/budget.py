@@ -173,7 +173,7 @@ def mech_text(m: Measurement, plan: Plan) -> str:
 WIDE_COLUMNS = 24
 # Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
-TRIPLES_SNR = 40.0
+TRIPLES_SNR = 30.0
 # One-way fallback: the planned one-way precision may raise the mean expected one-column TVD of the
 # synthetic rows (noise and sampling together) at most this factor above that of independent noisy
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
