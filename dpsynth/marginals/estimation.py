@@ -38,6 +38,26 @@ def project_simplex(y: np.ndarray, total: float) -> np.ndarray:
     return np.maximum(v - theta, 0.0).reshape(np.shape(y))
 
 
+def sum_to(table: np.ndarray, keep: Sequence[int]) -> np.ndarray:
+    """Sum ``table`` over every axis not in ``keep`` (increasing), keeping those axes in order.
+
+    numpy's reduction over several scattered axes is slow (strided); summing a contiguous block
+    of axes, or one matrix after moving the kept axes to the front, is several times faster.
+    """
+    nd = table.ndim
+    k = len(keep)
+    if k == nd:
+        return table
+    shape = [table.shape[i] for i in keep]
+    if tuple(keep) == tuple(range(k)):
+        return table.reshape(math.prod(shape), -1).sum(axis=1).reshape(shape)
+    if tuple(keep) == tuple(range(nd - k, nd)):
+        return table.reshape(-1, math.prod(shape)).sum(axis=0).reshape(shape)
+    drop = [i for i in range(nd) if i not in keep]
+    moved = np.transpose(table, list(keep) + drop).reshape(math.prod(shape), -1)
+    return moved.sum(axis=1).reshape(shape)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One option of a round: measure ``measure``; ``kind`` says how the model changes."""
@@ -293,8 +313,7 @@ class JunctionTree:
     def _msg(self, table: np.ndarray, src: int, dst: int) -> np.ndarray:
         """Sum of ``table`` (on clique src) onto the separator, rescaled to max 1, shaped for dst."""
         a, b = self.cliques[src], self.cliques[dst]
-        drop = tuple(i for i, c in enumerate(a) if c not in b)
-        m = table.sum(axis=drop) if drop else table
+        m = sum_to(table, [i for i, c in enumerate(a) if c in b])
         mx = m.max()
         if mx > 0:
             m = m / mx
@@ -349,18 +368,17 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
     prepared = []
     for ci, keep, y, var in obs:
         ndim = len(tree.cliques[ci])
-        drop = tuple(i for i in range(ndim) if i not in keep)
         # keep is increasing (measured sets and cliques are sorted), so axes already match y.
-        yk = np.asarray(y, dtype=np.float64).reshape([y.shape[keep.index(i)] if i in keep else 1 for i in range(ndim)])
-        prepared.append((ci, drop, yk, var))
+        bshape = [y.shape[keep.index(i)] if i in keep else 1 for i in range(ndim)]
+        prepared.append((ci, keep, bshape, np.asarray(y, dtype=np.float64), var))
 
     def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray | float]]:
         loss = 0.0
         grads: list[np.ndarray | float] = [0.0] * len(mu)
-        for ci, drop, yk, var in prepared:
-            r = (mu[ci].sum(axis=drop, keepdims=True) if drop else mu[ci]) - yk
+        for ci, keep, bshape, y, var in prepared:
+            r = sum_to(mu[ci], keep) - y
             loss += float(np.vdot(r, r)) / var
-            grads[ci] = grads[ci] + (2.0 / var) * r
+            grads[ci] = grads[ci] + (2.0 / var) * r.reshape(bshape)
         return loss, grads
 
     mu = tree.marginals(theta, total)
