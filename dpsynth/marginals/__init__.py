@@ -58,7 +58,8 @@ rounded toward *more* noise, so the actual spend is at or below the plan (``desc
 Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
 the one-ways from public sizes, the budget and the released noisy total and one-ways. Three-way
 measurements are offered when a typical pair measurement's expected L1 noise is below 1/30 of
-the noisy total. Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
+the noisy total; above a signal-to-noise of 100 the mirror-descent iterations double (the fit,
+not the noise, is then what limits the model). Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
 one-ways spending the whole budget, a second installment of one-ways takes the difference

@@ -174,6 +174,9 @@ WIDE_COLUMNS = 24
 # Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
 TRIPLES_SNR = 30.0
+# Above this signal-to-noise the fit's optimisation error, not the noise, limits the model: the
+# mirror-descent iterations per round and at the end are doubled.
+MORE_ITERS_SNR = 100.0
 # One-way fallback: the planned one-way precision may raise the mean expected one-column TVD of the
 # synthetic rows (noise and sampling together) at most this factor above that of independent noisy
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
@@ -194,10 +197,12 @@ class Capacity:
     one_way_extra: float  # share of the total spent on a second measurement of every one-way
     select_share: float
     snr: float  # noisy total ÷ expected L1 noise of a typical pair measurement
+    iters_factor: int = 1  # multiplies the mirror-descent iterations
 
     def describe(self) -> str:
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
-                f" measured{', wide-table path (one round per column)' if self.wide else ''};"
+                f" measured{', wide-table path (one round per column)' if self.wide else ''}"
+                f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
 
@@ -250,4 +255,4 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     pair_noise = plan.preview(plan.total * pairs / rounds).mean_abs * s_bar * s_bar
     snr = n / pair_noise
     return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
-                    one_way_extra=extra, select_share=sel, snr=snr)
+                    one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1)

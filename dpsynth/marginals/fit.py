@@ -252,7 +252,7 @@ def fit_marginal_model(
         mechs.append(mech)
         model.apply(cand, y, mech.variance)
         if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
-            model.fit(ROUND_ITERS)
+            model.fit(ROUND_ITERS * cap.iters_factor)
     for x in range(d):
         if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
             model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
@@ -276,7 +276,7 @@ def fit_marginal_model(
     # ---- reconstruction (post-processing) ----------------------------------------------------
     report(0.92, "Estimating the model")
     model.total = max(noisy_total(measurements, mechs), 1.0)
-    model.fit(ESTIMATION_ITERS)
+    model.fit(ESTIMATION_ITERS * cap.iters_factor)
     if cap.one_way_extra > 0:
         # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
         model.rake(one_way, RAKE_ITERS)
@@ -298,6 +298,7 @@ def fit_marginal_model(
         params["epsilon_spent"] = zcdp.epsilon_from_rho(plan.spent, dlt) if plan.spent > 0 else 0.0
     params["capacity"] = {"rounds": cap.rounds, "triples": model.triples, "wide": cap.wide,
                           "one_way_extra_share": cap.one_way_extra, "pair_snr": cap.snr,
+                          "estimation_iterations": ESTIMATION_ITERS * cap.iters_factor,
                           "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
                           "text": cap.describe()}
     if plan.spent > plan.total * (1 + 1e-12):
