@@ -311,3 +311,40 @@ def test_weighted_rows_give_the_same_model_as_the_expanded_table() -> None:
     with pytest.raises(InputError, match="weights"):
         fit_marginal_model(cells, sizes, epsilon=1.0, delta=0, neighbours="add-remove",
                            rng=np.random.default_rng(7), weights=-cnt)
+
+
+def test_capacity_grows_with_the_budget_and_falls_back_to_one_ways() -> None:
+    """The capacity plan is a function of public sizes, the budget and released one-ways: a
+    larger ε buys three-way measurements and more estimation; a wide table whose pairs would cost
+    one-column accuracy moves budget to the one-ways, all of it when the budget is tiny."""
+    from dpsynth.marginals.budget import WIDE_COLUMNS, Plan, capacity
+    from dpsynth.neighbours import Neighbours
+
+    rel = Neighbours.parse("add-remove")
+    sizes = (10, 9, 10, 16, 16, 7, 15, 6, 5, 2, 10, 10, 10, 42, 2)  # Adult's binned domain
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    caps = [capacity(Plan(e, 1e-9, rel, 1), sizes, 48_842, one_way, 3.0, 0.05) for e in (0.3, 1.0, 3.0, 10.0)]
+    assert [c.snr for c in caps] == sorted(c.snr for c in caps)
+    assert not caps[0].triples and caps[-1].triples
+    assert caps[-1].iters_factor > caps[0].iters_factor
+    assert all(c.one_way_extra == 0 and not c.wide for c in caps)
+
+    wide = (4,) * (WIDE_COLUMNS + 26)
+    ow = [np.full(4, 0.25)] * len(wide)
+    rich = capacity(Plan(1.0, 1e-9, rel, 1), wide, 50_000, ow, 3.0, 0.05)
+    poor = capacity(Plan(0.05, 1e-9, rel, 1), wide, 500, ow, 3.0, 0.05)
+    assert rich.wide and rich.rounds == len(wide) - 1 and 0 <= rich.one_way_extra < 0.95
+    assert poor.rounds == 0 and poor.one_way_extra == pytest.approx(0.95)
+
+
+def test_wide_fallback_gives_independent_columns_at_a_tiny_budget() -> None:
+    """No pair worth its cost: every column joins alone, the whole budget goes to the one-ways."""
+    from tests.wide_table import wide_table
+
+    codes, sizes = wide_table(400, 30, seed=3)
+    m = fit_marginal_model(codes, sizes, epsilon=0.05, delta=1e-9, neighbours="add-remove",
+                           rng=np.random.default_rng(0))
+    assert all(len(c) == 1 for c, _ in m.measurements)
+    assert all(len(c) == 1 for c in m.params["cliques"])
+    assert sum(s.get("rho", 0.0) for s in m.stages if s["stage"] == "one-way marginals") == pytest.approx(
+        m.params["rho_spent"], rel=1e-9)

@@ -63,7 +63,9 @@ not the noise, is then what limits the model). Tables of more than ``WIDE_COLUMN
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
 one-ways spending the whole budget, a second installment of one-ways takes the difference
-(all of the rest when no pair is worth it), and the fitted model is raked to them.
+(all of the rest when no pair is worth it), and the fitted model is raked to them. On any
+table, when a typical pair's expected L1 noise would exceed the noisy total, no pair is
+measured and the whole budget goes to the one-ways (independent columns).
 
 Caveat: the exponential mechanism's probabilities are computed in floating point (see
 :func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.

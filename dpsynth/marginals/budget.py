@@ -174,6 +174,9 @@ WIDE_COLUMNS = 24
 # Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
 TRIPLES_SNR = 30.0
+# Below this signal-to-noise (a typical pair's expected L1 noise above the noisy total itself) a
+# pair measurement carries nothing: the whole budget goes to the one-ways (independent columns).
+MIN_PAIR_SNR = 1.0
 # Above this signal-to-noise the fit's optimisation error, not the noise, limits the model: the
 # mirror-descent iterations per round and at the end are doubled.
 MORE_ITERS_SNR = 100.0
@@ -250,9 +253,11 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
         if k == steps or ours(extra) <= ONE_WAY_SLACK * base:
             break
     sel, pairs = shares(extra)
-    if wide and k == steps:  # no pair is worth its cost to the one-ways: independent columns
+    if k == steps:  # no pair is worth its cost to the one-ways: independent columns
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=0.0)
     pair_noise = plan.preview(plan.total * pairs / rounds).mean_abs * s_bar * s_bar
     snr = n / pair_noise
+    if snr < MIN_PAIR_SNR:
+        return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
     return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
                     one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1)
