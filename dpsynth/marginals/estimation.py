@@ -122,14 +122,19 @@ class TreeModel:
         if not self.cliques:
             return out + [Candidate("root", (u, v)) for u, v in combinations(range(d), 2)
                           if self._cells((u, v)) <= self.max_cells]
+        # The largest clique holding u (the first such in clique order), once per column.
+        home: dict[int, int] = {}
+        for i, cl in enumerate(self.cliques):
+            for u in cl:
+                if u not in home or len(cl) > len(self.cliques[home[u]]):
+                    home[u] = i
         for x in range(d):
             if x in att:
                 continue
             for u in sorted(att):
                 if self._cells((x, u)) > self.max_cells:
                     continue
-                home = max((i for i, cl in enumerate(self.cliques) if u in cl), key=lambda i: len(self.cliques[i]))
-                out.append(Candidate("attach", tuple(sorted((x, u))), new=x, clique=home))
+                out.append(Candidate("attach", tuple(sorted((x, u))), new=x, clique=home[u]))
             if self.triples:
                 for i, cl in enumerate(self.cliques):
                     for u, v in combinations(cl, 2):
