@@ -57,7 +57,7 @@ rounded toward *more* noise, so the actual spend is at or below the plan (``desc
 
 Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
 the one-ways from public sizes, the budget and the released noisy total and one-ways. Three-way
-measurements are offered when a typical pair measurement's expected L1 noise is below 1/30 of
+measurements are offered when a typical pair measurement's expected L1 noise is below 1/10 of
 the noisy total; above a signal-to-noise of 100 the mirror-descent iterations double (the fit,
 not the noise, is then what limits the model). Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs

@@ -173,7 +173,7 @@ def mech_text(m: Measurement, plan: Plan) -> str:
 WIDE_COLUMNS = 24
 # Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
-TRIPLES_SNR = 30.0
+TRIPLES_SNR = 10.0
 # Below this signal-to-noise (a typical pair's expected L1 noise above the noisy total itself) a
 # pair measurement carries nothing: the whole budget goes to the one-ways (independent columns).
 MIN_PAIR_SNR = 1.0
