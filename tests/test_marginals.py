@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsynth import marginals, zcdp
+from dpsynth import zcdp
 from dpsynth.errors import InputError
 from dpsynth.marginals import MarginalModel, fit_marginal_model, project_simplex
+from dpsynth.marginals import fit as marginals_fit
+from dpsynth.marginals.budget import Measurement
 
 
 def _chain(n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -44,7 +46,7 @@ def chain_model() -> tuple[MarginalModel, np.ndarray, tuple[int, ...]]:
     """A chain fitted at ε = 10⁶ with one round per column, so some pairs are never measured."""
     codes, sizes = _chain(20_000, np.random.default_rng(1))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(marginals, "ROUNDS_PER_COLUMN", 1.0)
+        mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
         model = fit_marginal_model(codes, sizes, epsilon=1e6, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(2))
     return model, codes, sizes
@@ -109,7 +111,11 @@ def test_budget_bookkeeping_zcdp() -> None:
         assert nz["noise"] == "discrete Gaussian"
         assert nz["rho"] == pytest.approx(float(zcdp.gaussian_rho(Fraction(nz["sigma2"]), 1)), rel=1e-12)
     assert [s["stage"] for s in m.stages] == ["one-way marginals", "selection", "measurement"]
-    assert len(m.measurements) == len(sizes) + round(marginals.ROUNDS_PER_COLUMN * (len(sizes) - 1))
+    cap = m.params["capacity"]
+    assert cap["rounds"] == round(marginals_fit.ROUNDS_PER_COLUMN * (len(sizes) - 1))
+    installments = 2 if cap["one_way_extra_share"] > 0 else 1
+    assert sum(len(c) == 1 for c, _ in m.measurements) == installments * len(sizes)
+    assert len(m.measurements) <= installments * len(sizes) + cap["rounds"]
 
 
 def test_replace_one_doubles_the_noise_variance() -> None:
@@ -230,8 +236,8 @@ def test_output_depends_only_on_released_measurements(monkeypatch) -> None:
     """With the mechanisms' outputs pinned (every noisy table = 5s, every selection = the first
     candidate), two different datasets over the same domain give byte-identical models: nothing
     but the DP outputs reaches the release (security notes, test 2)."""
-    monkeypatch.setattr(marginals, "_measure", lambda counts, mech, rng: np.full(np.shape(counts), 5, dtype=np.int64))
-    monkeypatch.setattr(marginals, "_select", lambda scores, sens, eps, rng: 0)
+    monkeypatch.setattr(Measurement, "__call__", lambda self, counts, *, rng: np.full(np.shape(counts), 5, dtype=np.int64))
+    monkeypatch.setattr(marginals_fit, "exponential_mechanism", lambda scores, sens, eps, *, rng: 0)
     a, sizes = _table(3_000, seed=1)
     b, _ = _table(777, seed=2)
     b[:, 0] = 0  # a very different table
@@ -244,7 +250,7 @@ def test_output_depends_only_on_released_measurements(monkeypatch) -> None:
 def test_forest_when_columns_join_alone(monkeypatch) -> None:
     """Independent columns and a heavy noise penalty: some columns join alone (a forest of
     cliques), and the sampler still follows the model on every pair."""
-    monkeypatch.setattr(marginals, "PENALTY_FACTOR", 3.0)
+    monkeypatch.setattr(marginals_fit, "PENALTY_FACTOR", 3.0)
     rng = np.random.default_rng(11)
     sizes = (3, 4, 5, 2)
     codes = np.stack([rng.integers(0, s, 4_000) for s in sizes], axis=1)
@@ -279,7 +285,7 @@ def test_pair_marginals_across_cliques_are_exact() -> None:
     """Tree propagation gives the joint's pair marginals, also for pairs in different cliques."""
     codes, sizes = _table(5_000)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(marginals, "ROUNDS_PER_COLUMN", 1.0)
+        mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
         model = fit_marginal_model(codes, sizes, epsilon=2.0, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(9))
     joint = model.joint()
@@ -305,3 +311,40 @@ def test_weighted_rows_give_the_same_model_as_the_expanded_table() -> None:
     with pytest.raises(InputError, match="weights"):
         fit_marginal_model(cells, sizes, epsilon=1.0, delta=0, neighbours="add-remove",
                            rng=np.random.default_rng(7), weights=-cnt)
+
+
+def test_capacity_grows_with_the_budget_and_falls_back_to_one_ways() -> None:
+    """The capacity plan is a function of public sizes, the budget and released one-ways: a
+    larger ε buys three-way measurements and more estimation; a wide table whose pairs would cost
+    one-column accuracy moves budget to the one-ways, all of it when the budget is tiny."""
+    from dpsynth.marginals.budget import WIDE_COLUMNS, Plan, capacity
+    from dpsynth.neighbours import Neighbours
+
+    rel = Neighbours.parse("add-remove")
+    sizes = (10, 9, 10, 16, 16, 7, 15, 6, 5, 2, 10, 10, 10, 42, 2)  # Adult's binned domain
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    caps = [capacity(Plan(e, 1e-9, rel, 1), sizes, 48_842, one_way, 3.0, 0.05) for e in (0.3, 1.0, 3.0, 10.0)]
+    assert [c.snr for c in caps] == sorted(c.snr for c in caps)
+    assert not caps[0].triples and caps[-1].triples
+    assert caps[-1].iters_factor > caps[0].iters_factor
+    assert all(c.one_way_extra == 0 and not c.wide for c in caps)
+
+    wide = (4,) * (WIDE_COLUMNS + 26)
+    ow = [np.full(4, 0.25)] * len(wide)
+    rich = capacity(Plan(1.0, 1e-9, rel, 1), wide, 50_000, ow, 3.0, 0.05)
+    poor = capacity(Plan(0.05, 1e-9, rel, 1), wide, 500, ow, 3.0, 0.05)
+    assert rich.wide and rich.rounds == len(wide) - 1 and 0 <= rich.one_way_extra < 0.95
+    assert poor.rounds == 0 and poor.one_way_extra == pytest.approx(0.95)
+
+
+def test_wide_fallback_gives_independent_columns_at_a_tiny_budget() -> None:
+    """No pair worth its cost: every column joins alone, the whole budget goes to the one-ways."""
+    from tests.wide_table import wide_table
+
+    codes, sizes = wide_table(400, 30, seed=3)
+    m = fit_marginal_model(codes, sizes, epsilon=0.05, delta=1e-9, neighbours="add-remove",
+                           rng=np.random.default_rng(0))
+    assert all(len(c) == 1 for c, _ in m.measurements)
+    assert all(len(c) == 1 for c in m.params["cliques"])
+    assert sum(s.get("rho", 0.0) for s in m.stages if s["stage"] == "one-way marginals") == pytest.approx(
+        m.params["rho_spent"], rel=1e-9)

@@ -1,0 +1,84 @@
+"""Many columns: select–measure–reconstruct with a junction tree grown from noisy marginals.
+
+When the full histogram is too large (Adult: ~10¹⁵ cells) we measure a few small noisy
+marginals chosen well, fit a graphical model consistent with them, and sample rows from it
+(seed 003, "Select-Measure-Reconstruct" [LHR+10]; MST [McKenna et al. 2021]; PrivBayes [Zhang
+et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a growing junction tree*,
+all in numpy:
+
+1. **One-way marginals** of every column are measured (budget share ``ONE_WAY_SHARE``).
+2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
+   the exponential mechanism and measures it. The model is a junction tree whose cliques are
+   *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may
+   *attach* a new column ``x`` through a pair ``{x, u}`` (new clique ``{x, u}``, child of a clique
+   holding ``u``), *grow* the clique of ``x`` by a column ``v`` of its parent clique (measuring
+   ``{x, v}``; clique ``{x} ∪ S`` becomes ``{x} ∪ S ∪ {v}``, still a junction tree), or measure
+   an earlier pair *again*. When the rounds left equal the columns still outside the model,
+   only attachments are offered, so every column joins. Cliques are capped at
+   ``MAX_CLIQUE_COLS`` columns and ``MAX_CLIQUE_CELLS`` cells.
+
+   The score of a candidate ``m`` is AIM's [McKenna et al. 2022, §4]:
+   ``q(m) = ‖M_m(D) − M̂_m‖₁ − c·E‖noise_m‖₁``, where ``M̂_m`` is the current model's estimate of
+   the marginal (a function of earlier noisy releases only) and the last term, data-independent,
+   is the expected L1 size of the noise the measurement would add (√(2/π)·σ per cell for the
+   Gaussian), weighted by ``PENALTY_FACTOR``. Adding or removing one person changes ``q`` by at
+   most the histogram's L1 sensitivity Δ₁ (:mod:`dpsynth.neighbours`); that is the sensitivity
+   the exponential mechanism uses. A round with a single candidate spends nothing on selection.
+3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
+   end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
+   on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
+   re-implemented for junction trees). The noisy total ``N̂`` is the inverse-variance mean of the
+   sums of all measured tables.
+4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
+   order (``P(new column | separator)`` per clique), is sampled ancestrally: one vectorised
+   inverse-CDF draw per clique for all rows (O(rows × columns)), exact for the model.
+
+Guarantees of the stages and how they compose (sensitivities from :mod:`dpsynth.neighbours`):
+
+=====================  ==================================  =================================
+stage                  δ > 0 (zCDP accounting)              δ = 0 (pure DP)
+=====================  ==================================  =================================
+one-way marginals      discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Laplace, ε = Δ₁/scale
+                       each [CKS20, Thm 4]                  each [GRS09]
+selection, per round   exponential mechanism at ε_t:       exponential mechanism at ε_t:
+                       ρ = ε_t²/8 [Cesar & Rogers 2021]     ε_t-DP [McSherry & Talwar 2007]
+measurement, per round discrete Gaussian, ρ = Δ₂²/(2σ²)     discrete Laplace, ε = Δ₁/scale
+estimation, sampling   post-processing (free)               post-processing (free)
+composition            adaptive: ρ adds [BS16, Lemma 2.3];  adaptive basic composition: ε adds
+                       total ρ → (ε, δ) by [CKS20, Cor. 13]
+=====================  ==================================  =================================
+
+Budget: ``ONE_WAY_SHARE`` and ``SELECT_SHARE`` of the total (ρ or ε) go to the one-ways and the
+selections (split evenly over the rounds); the rest goes to the round measurements, each round
+taking its share of what is left in proportion to cells^``ALLOC_POWER`` of its marginal. Every
+round's budget is fixed before the round looks at the data (it depends on public sizes and
+earlier releases only), so the composition is the standard adaptive one; noise parameters are
+rounded toward *more* noise, so the actual spend is at or below the plan (``describe()``).
+
+Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
+the one-ways from public sizes, the budget and the released noisy total and one-ways. Three-way
+measurements are offered when a typical pair measurement's expected L1 noise is below 1/10 of
+the noisy total; above a signal-to-noise of 100 the mirror-descent iterations double (the fit,
+not the noise, is then what limits the model). Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
+against independence of the released one-ways (no refit between rounds); there, if the pairs
+would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
+one-ways spending the whole budget, a second installment of one-ways takes the difference
+(all of the rest when no pair is worth it), and the fitted model is raked to them. On any
+table, when a typical pair's expected L1 noise would exceed the noisy total, no pair is
+measured and the whole budget goes to the one-ways (independent columns).
+
+Caveat: the exponential mechanism's probabilities are computed in floating point (see
+:func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.
+
+Modules: :mod:`~dpsynth.marginals.model` (the released model, sampling, JSON),
+:mod:`~dpsynth.marginals.budget` (shares, allocation, the mechanism of each measurement, the
+card's stages), :mod:`~dpsynth.marginals.estimation` (junction tree, mirror descent,
+projections; post-processing only) and :mod:`~dpsynth.marginals.fit` (the rounds and
+:func:`fit_marginal_model`, the only code that reads the data).
+"""
+
+from dpsynth.marginals.estimation import project_simplex
+from dpsynth.marginals.fit import Progress, fit_marginal_model
+from dpsynth.marginals.model import FORMAT, MarginalModel, Step
+
+__all__ = ["FORMAT", "MarginalModel", "Progress", "Step", "fit_marginal_model", "project_simplex"]

@@ -1,0 +1,263 @@
+"""The budget plan of the marginals method: shares per stage, allocation over rounds, noise per stage.
+
+The total (ρ of zCDP when δ > 0, ε when δ = 0) is split into the three stages of
+:func:`dpsynth.marginals.fit_marginal_model`: ``ONE_WAY_SHARE`` for the one-way marginals,
+``SELECT_SHARE`` for the selections (evenly over the rounds), the rest for the measurements of
+the selected marginals, each round taking its share of what is left in proportion to
+cells^``ALLOC_POWER`` (:func:`allocate`). Every number here is a function of public inputs and
+earlier releases, fixed before the round it pays for looks at the data.
+
+Each measurement is a mechanism object of :mod:`dpsynth.mechanisms` (exact discrete Gaussian or
+discrete Laplace), with its noise parameter rounded toward *more* noise, so the spend recorded by
+:class:`Plan` is at or below the plan; :func:`stage` writes the card's entry for a stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpsynth import noise, zcdp
+from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace
+from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l2_sensitivity_squared
+
+# Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
+ONE_WAY_SHARE = 0.05
+SELECT_SHARE = 0.06
+# Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
+# fixed set of tables; 0 = equal split; 1/3 did best on Adult).
+ALLOC_POWER = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy measurement as planned: the mechanism applied and the budget it costs.
+
+    ``cost`` is ρ = Δ₂²/(2σ²) (discrete Gaussian, CKS20 Thm 4) or ε = Δ₁/scale (discrete
+    Laplace, GRS09), computed from the rounded noise parameter the mechanism actually uses.
+    """
+
+    mechanism: DiscreteGaussian | DiscreteLaplace
+    cost: float
+
+    @property
+    def pure(self) -> bool:
+        return isinstance(self.mechanism, DiscreteLaplace)
+
+    @property
+    def param(self) -> Fraction:
+        """σ² for the Gaussian, the scale for the Laplace."""
+        m = self.mechanism
+        return m.scale if isinstance(m, DiscreteLaplace) else m.sigma2
+
+    @property
+    def mean_abs(self) -> float:
+        """E|Z| of one draw (Gaussian: √(2/π)σ, a close upper bound for the discrete one)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p * p)
+        return math.sqrt(2.0 / math.pi * float(self.param))
+
+    @property
+    def variance(self) -> float:
+        """Variance of one draw (Gaussian: ≤ σ², CKS20 Prop. 19)."""
+        if self.pure:
+            p = math.exp(-1.0 / float(self.param))
+            return 2.0 * p / (1.0 - p) ** 2
+        return float(self.param)
+
+    def __call__(self, counts: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
+        """Noisy counts: the mechanism's exact integer noise on every cell, empty ones included."""
+        return self.mechanism(counts, rng=rng)
+
+    def info(self) -> dict[str, Any]:
+        """What the model file records for this measurement."""
+        if self.pure:
+            return {"noise": "discrete Laplace", "scale": str(self.param), "epsilon": self.cost}
+        return {"noise": "discrete Gaussian", "sigma2": str(self.param), "rho": self.cost}
+
+
+class Plan:
+    """Turns a budget (ρ or ε) into mechanisms, recording each spend."""
+
+    def __init__(self, epsilon: float, delta: float, neighbours: Neighbours, k: int) -> None:
+        self.pure = delta == 0.0
+        self.delta = delta
+        self.neighbours = neighbours
+        self.l1 = histogram_l1_sensitivity(neighbours, k)
+        self.l2sq = histogram_l2_sensitivity_squared(neighbours, k)
+        # A hair below the budget so that float rounding in the splits can never overspend.
+        self.total = (epsilon if self.pure else zcdp.rho_from_epsilon(epsilon, delta)) * (1 - 1e-9)
+        self.spent = 0.0
+
+    def preview(self, budget: float) -> Measurement:
+        """The measurement ``budget`` would buy (nothing is spent)."""
+        if self.pure:
+            scale = Fraction(noise.rational_at_least(self.l1 / budget))
+            cost = self.l1 / float(scale)
+            return Measurement(DiscreteLaplace(epsilon=cost, l1_sensitivity=self.l1, scale=scale), cost)
+        sigma2 = Fraction(noise.rational_at_least(self.l2sq / (2.0 * budget)))
+        cost = float(zcdp.gaussian_rho(sigma2, self.l2sq))
+        # The mechanism alone is (ε, δ)-DP for the classic conversion ε = ρ + 2√(ρ ln(1/δ)) [BS16,
+        # Prop. 1.3] (the release as a whole is accounted in ρ, not through this ε).
+        eps = cost + 2.0 * math.sqrt(cost * math.log(1.0 / self.delta))
+        mech = DiscreteGaussian(epsilon=eps, delta=self.delta, l2_sensitivity=math.sqrt(self.l2sq),
+                                sigma2=sigma2, neighbours=self.neighbours)
+        return Measurement(mech, cost)
+
+    def measurement(self, budget: float) -> Measurement:
+        """The measurement ``budget`` buys; its cost is recorded as spent."""
+        m = self.preview(budget)
+        self.spent += m.cost
+        return m
+
+    def selection_epsilon(self, budget: float) -> float:
+        """ε of an exponential mechanism costing ``budget`` (ρ = ε²/8 [Cesar & Rogers 2021] under zCDP)."""
+        eps = budget if self.pure else zcdp.exponential_mechanism_epsilon(budget) * (1 - 1e-12)
+        self.spent += eps if self.pure else eps * eps / 8.0
+        return eps
+
+
+def allocate(left: float, rounds_left: int, weight: float, earlier: list[float]) -> float:
+    """This round's share of the measurement budget: ∝ cells^ALLOC_POWER, against the mean weight
+    of the cliques measured so far standing in for the rounds still to come. Depends only on
+    public sizes and earlier (released) selections."""
+    if rounds_left <= 1:
+        return left
+    typical = (sum(earlier) + weight) / (len(earlier) + 1)
+    return left * weight / (weight + (rounds_left - 1) * typical)
+
+
+def noisy_total(measurements: list[tuple[tuple[int, ...], np.ndarray]], mechs: list[Measurement]) -> float:
+    """Inverse-variance weighted mean of the tables' sums (each sum has variance cells·Var(Z))."""
+    num = den = 0.0
+    for (_, y), m in zip(measurements, mechs, strict=True):
+        w = 1.0 / (y.size * m.variance)
+        num += w * float(y.sum())
+        den += w
+    return num / den
+
+
+# -- the card's entries ---------------------------------------------------------------------------
+
+
+def stage(name: str, plan: Plan, cost: float, detail: str) -> dict[str, Any]:
+    """One stage of the release card: its cost, share of the budget and guarantee."""
+    unit = "epsilon" if plan.pure else "rho"
+    return {"stage": name, unit: cost, "share": cost / plan.total if plan.total else 0.0,
+            "guarantee": (f"{cost:.6g}-DP" if plan.pure else f"{cost:.6g}-zCDP"), "detail": detail}
+
+
+def range_text(name: str, values: list[float]) -> str:
+    if not values:
+        return f"no {name}"
+    lo, hi = min(values), max(values)
+    return f"{name} = {lo:.4g}" if math.isclose(lo, hi, rel_tol=1e-9) else f"{name} from {lo:.4g} to {hi:.4g}"
+
+
+def mech_text(m: Measurement, plan: Plan) -> str:
+    if m.pure:
+        return f"discrete Laplace scale {float(m.param):.4g} (Δ₁ = {plan.l1}, {m.cost:.4g}-DP)"
+    return f"discrete Gaussian σ = {math.sqrt(float(m.param)):.4g} (Δ₂² = {plan.l2sq}, {m.cost:.4g}-zCDP)"
+
+
+# -- capacity: how much model the budget buys (decided from public values only) -------------------
+
+# Tables wider than this take the wide path: one round per column (a spanning tree, as in MST),
+# candidates scored against independence of the released one-ways (all pair counts once, no
+# refit between rounds), so selection costs O(d²) counts rather than O(d³) model estimates.
+WIDE_COLUMNS = 24
+# Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
+# 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
+TRIPLES_SNR = 10.0
+# Below this signal-to-noise (a typical pair's expected L1 noise above the noisy total itself) a
+# pair measurement carries nothing: the whole budget goes to the one-ways (independent columns).
+MIN_PAIR_SNR = 1.0
+# Above this signal-to-noise the fit's optimisation error, not the noise, limits the model: the
+# mirror-descent iterations per round and at the end are doubled.
+MORE_ITERS_SNR = 100.0
+# One-way fallback: the planned one-way precision may raise the mean expected one-column TVD of the
+# synthetic rows (noise and sampling together) at most this factor above that of independent noisy
+# one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
+ONE_WAY_SLACK = 1.03
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The model a budget buys: rounds, three-way measurements, the wide path, extra one-way share.
+
+    A function of public inputs (sizes, the budget) and released values (the noisy total and the
+    noisy one-way marginals) only, fixed before any round looks at the data.
+    """
+
+    rounds: int
+    triples: bool
+    wide: bool
+    one_way_extra: float  # share of the total spent on a second measurement of every one-way
+    select_share: float
+    snr: float  # noisy total ÷ expected L1 noise of a typical pair measurement
+    iters_factor: int = 1  # multiplies the mirror-descent iterations
+
+    def describe(self) -> str:
+        return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
+                f" measured{', wide-table path (one round per column)' if self.wide else ''}"
+                f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''};"
+                f" signal-to-noise of a typical pair {self.snr:.3g}"
+                + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
+
+
+def _expected_tvd(p: np.ndarray, n: float, noise_var: float) -> float:
+    """E[TVD] of a column's synthetic proportions: per cell a centred normal with the sampling
+    variance p(1−p)/n plus the noise variance on counts / n² (E|Z| = √(2/π)·sd)."""
+    sd = np.sqrt(p * (1.0 - p) / n + noise_var / (n * n))
+    return float(0.5 * math.sqrt(2.0 / math.pi) * sd.sum())
+
+
+def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.ndarray],
+             rounds_per_column: float, base_share: float) -> Capacity:
+    """Plan the rounds and the one-way fallback from public sizes and released values.
+
+    The one-way precision counts the one-way installments only (inverse variances add for
+    independent unbiased measurements); what the pairs add to a column's accuracy is not counted,
+    which keeps the rule conservative (the fit does not recover all of it).
+    """
+    d = len(sizes)
+    if d < 2:
+        return Capacity(rounds=0, triples=False, wide=False, one_way_extra=0.0, select_share=0.0, snr=0.0)
+    n = max(float(n_hat), 1.0)
+    wide = d > WIDE_COLUMNS
+    rounds = (d - 1) if (d <= 2 or wide) else max(d - 1, round(rounds_per_column * (d - 1)))
+    s_bar = math.exp(sum(math.log(s) for s in sizes) / d)
+    base_var = plan.preview(plan.total / d).variance
+    base = sum(_expected_tvd(p, n, base_var) for p in one_way)
+    first_prec = 1.0 / plan.preview(plan.total * base_share / d).variance
+    sel0 = SELECT_SHARE
+    rest0 = 1.0 - base_share
+
+    def shares(extra: float) -> tuple[float, float]:
+        rest = rest0 - extra
+        sel = sel0 * rest / rest0
+        return sel, rest - sel
+
+    def ours(extra: float) -> float:
+        prec = first_prec + (1.0 / plan.preview(plan.total * extra / d).variance if extra > 0 else 0.0)
+        return sum(_expected_tvd(p, n, 1.0 / prec) for p in one_way)
+
+    steps = 38  # extra share in steps of 1/38 of the rest (2.5% of it), up to all of it
+    for k in range(steps + 1 if wide else 1):  # the one-way fallback is the wide path's
+        extra = rest0 * k / steps
+        if k == steps or ours(extra) <= ONE_WAY_SLACK * base:
+            break
+    sel, pairs = shares(extra)
+    if k == steps:  # no pair is worth its cost to the one-ways: independent columns
+        return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=0.0)
+    pair_noise = plan.preview(plan.total * pairs / rounds).mean_abs * s_bar * s_bar
+    snr = n / pair_noise
+    if snr < MIN_PAIR_SNR:
+        return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
+    return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
+                    one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1)

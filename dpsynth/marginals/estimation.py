@@ -1,0 +1,407 @@
+"""Estimation (post-processing of released measurements): the growing junction tree, exact
+inference on it, and the fit of its potentials to the noisy marginals.
+
+- :class:`TreeModel` — the current junction tree (a forest of cliques with parents earlier in
+  the list), its log-potentials and measurements; the candidates a selection round may pick and
+  the model's estimate of each (what the selection score compares the data with).
+- :class:`JunctionTree` — exact sum-product on such a tree.
+- :func:`mirror_descent` — entropic mirror descent on Σ‖M_m(μ) − y_m‖²/Var_m (McKenna et al.
+  2019, Private-PGM), re-implemented for junction trees.
+- :func:`project_simplex` — Euclidean projection of a noisy table onto counts with a given total.
+
+Nothing here reads the data: every input is a released noisy table or a public size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from dpsynth.marginals.model import Step
+
+
+def project_simplex(y: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection of ``y`` onto ``{t ≥ 0, Σt = total}`` (Duchi et al. 2008; O(m log m))."""
+    v = np.asarray(y, dtype=np.float64).ravel()
+    if total <= 0:
+        return np.zeros_like(np.asarray(y, dtype=np.float64))
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - total
+    ind = np.arange(1, v.size + 1)
+    cond = u - css / ind > 0
+    r = ind[cond][-1]
+    theta = css[cond][-1] / r
+    return np.maximum(v - theta, 0.0).reshape(np.shape(y))
+
+
+def sum_to(table: np.ndarray, keep: Sequence[int]) -> np.ndarray:
+    """Sum ``table`` over every axis not in ``keep`` (increasing), keeping those axes in order.
+
+    numpy's reduction over several scattered axes is slow (strided); summing a contiguous block
+    of axes, or one matrix after moving the kept axes to the front, is several times faster.
+    """
+    nd = table.ndim
+    k = len(keep)
+    if k == nd:
+        return table
+    shape = [table.shape[i] for i in keep]
+    if tuple(keep) == tuple(range(k)):
+        return table.reshape(math.prod(shape), -1).sum(axis=1).reshape(shape)
+    if tuple(keep) == tuple(range(nd - k, nd)):
+        return table.reshape(-1, math.prod(shape)).sum(axis=0).reshape(shape)
+    drop = [i for i in range(nd) if i not in keep]
+    moved = np.transpose(table, list(keep) + drop).reshape(math.prod(shape), -1)
+    return moved.sum(axis=1).reshape(shape)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One option of a round: measure ``measure``; ``kind`` says how the model changes."""
+
+    kind: str  # "alone", "root", "attach", "grow" or "again"
+    measure: tuple[int, ...]
+    new: int = -1  # the column that joins (attach) or whose clique grows (grow)
+    clique: int = -1  # attach: the parent clique; grow: the clique that grows
+
+
+class TreeModel:
+    """The current junction tree (cliques, parents, log-potentials) and its measurements.
+
+    Every clique but a root (the first pair, or a column that joined alone) holds exactly one
+    column that no earlier clique holds (its *new* column); its separator (the other columns)
+    lies inside its parent clique. The cliques form a junction tree (a forest) at every step,
+    so sampling and inference are exact.
+
+    Capacity (public): cliques of at most ``max_cols`` columns and ``max_cells`` cells;
+    ``triples`` offers three-way measurements when a column joins; ``alone`` offers "join
+    alone" (no pair measured) for each column not yet in the model.
+    """
+
+    def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float, *,
+                 max_cells: int, max_cols: int, triples: bool = False, alone: bool = True) -> None:
+        self.sizes = sizes
+        self.max_cells = max_cells
+        self.max_cols = max_cols
+        self.triples = triples
+        self.alone = alone
+        self.one_way = one_way
+        self.total = total
+        self.cliques: list[tuple[int, ...]] = []
+        self.parent: list[int] = []
+        self.new: list[int] = []  # new column of each clique (-1 for the root)
+        self.theta: list[np.ndarray] = []
+        self.obs: list[tuple[tuple[int, ...], np.ndarray, float]] = []
+        self.mu: list[np.ndarray] = []
+        self.eta: float | None = None
+
+    # -- structure ------------------------------------------------------------------------------
+
+    @property
+    def attached(self) -> set[int]:
+        return {c for cl in self.cliques for c in cl}
+
+    def rounds_needed(self) -> int:
+        left = len(self.sizes) - len(self.attached)
+        return left - 1 if not self.cliques else left
+
+    def _cells(self, cols: Sequence[int]) -> int:
+        return math.prod(self.sizes[c] for c in cols)
+
+    def candidates(self, must_attach: bool) -> list[Candidate]:
+        d = len(self.sizes)
+        out: list[Candidate] = []
+        att = self.attached
+        if self.alone:
+            # A column may join on its own (its one-way only): the right call when no pair is
+            # worth its noise. Score 0: no gain, no noise.
+            out.extend(Candidate("alone", (), new=x) for x in range(d) if x not in att)
+        if not self.cliques:
+            return out + [Candidate("root", (u, v)) for u, v in combinations(range(d), 2)
+                          if self._cells((u, v)) <= self.max_cells]
+        # The largest clique holding u (the first such in clique order), once per column.
+        home: dict[int, int] = {}
+        for i, cl in enumerate(self.cliques):
+            for u in cl:
+                if u not in home or len(cl) > len(self.cliques[home[u]]):
+                    home[u] = i
+        for x in range(d):
+            if x in att:
+                continue
+            for u in sorted(att):
+                if self._cells((x, u)) > self.max_cells:
+                    continue
+                out.append(Candidate("attach", tuple(sorted((x, u))), new=x, clique=home[u]))
+            if self.triples:
+                for i, cl in enumerate(self.cliques):
+                    for u, v in combinations(cl, 2):
+                        m = tuple(sorted((x, u, v)))
+                        if self._cells(m) <= self.max_cells:
+                            out.append(Candidate("attach", m, new=x, clique=i))
+        if must_attach and out:
+            return out
+        for i, cl in enumerate(self.cliques):
+            p = self.parent[i]
+            if p < 0 or len(cl) >= self.max_cols:
+                continue
+            x = self.new[i]
+            for v in self.cliques[p]:
+                if v not in cl and self._cells(cl + (v,)) <= self.max_cells:
+                    out.append(Candidate("grow", tuple(sorted((x, v))), new=x, clique=i))
+        seen = set()
+        for m, _, _ in self.obs:
+            if len(m) > 1 and m not in seen:
+                seen.add(m)
+                out.append(Candidate("again", m))
+        return out
+
+    def apply(self, cand: Candidate, y: np.ndarray, variance: float) -> None:
+        """Record the measurement and change the structure (the distribution is unchanged)."""
+        if cand.measure:
+            self.obs.append((cand.measure, y.astype(np.float64), variance))
+        if cand.kind == "alone":
+            self.cliques.append((cand.new,))
+            self.parent.append(-1)
+            self.new.append(-1)
+            self.theta.append(self._independent((cand.new,)))
+        elif cand.kind == "root":
+            self.cliques.append(cand.measure)
+            self.parent.append(-1)
+            self.new.append(-1)
+            self.theta.append(self._independent(cand.measure))
+        elif cand.kind == "attach":
+            x = cand.new
+            self.cliques.append(cand.measure)
+            self.parent.append(cand.clique)
+            self.new.append(x)
+            # x joins independent of its separator: log P(x) broadcast.
+            shape = [self.sizes[c] if c == x else 1 for c in cand.measure]
+            self.theta.append(np.broadcast_to(np.log(np.maximum(self.one_way[x], 1e-30)).reshape(shape),
+                                              [self.sizes[c] for c in cand.measure]).copy())
+        elif cand.kind == "grow":
+            i = cand.clique
+            old = self.cliques[i]
+            v = next(c for c in cand.measure if c != cand.new)
+            grown = tuple(sorted(old + (v,)))
+            # Extending a potential along a new axis leaves the distribution unchanged: v is
+            # already in the parent clique, and the new clique's factor does not depend on it.
+            th = np.expand_dims(self.theta[i], grown.index(v))
+            self.theta[i] = np.broadcast_to(th, [self.sizes[c] for c in grown]).copy()
+            self.cliques[i] = grown
+        self.mu = []
+
+    def _independent(self, cols: tuple[int, ...]) -> np.ndarray:
+        th = np.zeros([self.sizes[c] for c in cols])
+        for k, c in enumerate(cols):
+            shape = [1] * len(cols)
+            shape[k] = self.sizes[c]
+            th = th + np.log(np.maximum(self.one_way[c], 1e-30)).reshape(shape)
+        return th
+
+    # -- inference ------------------------------------------------------------------------------
+
+    def _tree(self) -> JunctionTree:
+        return JunctionTree(self.sizes, self.cliques, self.parent)
+
+    def fit(self, iters: int) -> None:
+        """Mirror descent on all measurements so far (post-processing)."""
+        if not self.cliques:
+            return
+        tree = self._tree()
+        obs = []
+        for m, y, var in self.obs:
+            # The smallest clique holding the measured columns (cheapest to marginalise).
+            ci = min((i for i, cl in enumerate(self.cliques) if set(m) <= set(cl)),
+                     key=lambda i: self._cells(self.cliques[i]), default=-1)
+            if ci >= 0:  # one-ways of columns not yet in the model wait until they join
+                obs.append((ci, tuple(self.cliques[ci].index(c) for c in m), y, var))
+        if iters > 0:
+            self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta)
+        self.mu = tree.marginals(self.theta, self.total)
+
+    def rake(self, targets: list[np.ndarray], iters: int) -> None:
+        """Bring every column's model marginal to ``targets[j]`` (proportions; post-processing).
+
+        Multiplying one clique's potential by f(x_j) multiplies the joint by f(x_j), so
+        f = target/current sets P(x_j) exactly; all columns are updated together from one
+        inference pass per iteration (iterative proportional fitting, Jacobi order).
+        """
+        if not self.cliques:
+            return
+        tree = self._tree()
+        home = {}
+        for i, cl in enumerate(self.cliques):
+            for c in cl:
+                home.setdefault(c, i)
+        for _ in range(iters):
+            self.mu = tree.marginals(self.theta, self.total)
+            for c, i in home.items():
+                cl = self.cliques[i]
+                cur = self._marg((c,))
+                cur = cur / max(cur.sum(), 1e-300)
+                f = np.log(np.maximum(targets[c], 1e-30)) - np.log(np.maximum(cur, 1e-30))
+                shape = [self.sizes[k] if k == c else 1 for k in cl]
+                self.theta[i] = self.theta[i] + 0.5 * f.reshape(shape)  # damped: columns interact
+        self.mu = tree.marginals(self.theta, self.total)
+
+    def _marg(self, cols: tuple[int, ...]) -> np.ndarray:
+        """Model counts on ``cols`` (axes in sorted order); ``cols`` must lie in one clique."""
+        i = next(i for i, cl in enumerate(self.cliques) if set(cols) <= set(cl))
+        cl = self.cliques[i]
+        drop = tuple(k for k, c in enumerate(cl) if c not in cols)
+        return self.mu[i].sum(axis=drop) if drop else self.mu[i]
+
+    def estimate(self, cand: Candidate) -> np.ndarray:
+        """The current model's counts on ``cand.measure`` (axes in sorted order)."""
+        m = cand.measure
+        if cand.kind == "root":
+            a, b = (self.one_way[c] for c in m)
+            return self.total * np.outer(a, b)
+        if not self.mu:
+            self.fit(0)
+        if cand.kind == "again":
+            return self._marg(m)
+        x = cand.new
+        if cand.kind == "attach":
+            sep = tuple(c for c in m if c != x)
+            known = self._marg(sep)  # counts, axes sorted
+            px = self.one_way[x]
+            pos = m.index(x)
+            return np.expand_dims(known, pos) * px.reshape([self.sizes[x] if c == x else 1 for c in m])
+        # grow: x ⟂ v given the separator S of x's clique C; P(x, v) = Σ_S P(x, S) P(v | S).
+        i = cand.clique
+        cl = self.cliques[i]
+        v = next(c for c in m if c != x)
+        sep = tuple(c for c in cl if c != x)
+        a = self._marg(tuple(sorted(sep + (x,))))  # axes sorted(sep ∪ {x})
+        a = np.moveaxis(a, tuple(sorted(sep + (x,))).index(x), 0).reshape(self.sizes[x], -1)
+        b = self._marg(tuple(sorted(sep + (v,))))
+        b = np.moveaxis(b, tuple(sorted(sep + (v,))).index(v), -1).reshape(-1, self.sizes[v])
+        cond = b / np.maximum(b.sum(axis=1, keepdims=True), 1e-300)
+        xv = a @ cond  # axes (x, v)
+        return xv if x < v else xv.T
+
+    def steps(self) -> list[Step]:
+        """The fitted model as a Bayesian network in clique order (what the sampler runs)."""
+        d = len(self.sizes)
+        if not self.cliques:
+            return [Step(new=(j,), parents=(), cpt=self.one_way[j][None, :]) for j in range(d)]
+        if not self.mu:
+            self.fit(0)
+        out: list[Step] = []
+        for i, cl in enumerate(self.cliques):
+            mu = self.mu[i]
+            if self.parent[i] < 0:
+                out.append(Step(new=cl, parents=(), cpt=(mu / max(mu.sum(), 1e-300)).reshape(1, -1)))
+                continue
+            x = self.new[i]
+            sep = tuple(c for c in cl if c != x)
+            t = np.moveaxis(mu, cl.index(x), -1).reshape(self._cells(sep), self.sizes[x])
+            rs = t.sum(axis=1, keepdims=True)
+            # A separator cell whose probability underflowed is never sampled; give it a valid row anyway.
+            cpt = np.where(rs > 0, t / np.where(rs > 0, rs, 1.0), 1.0 / t.shape[1])
+            out.append(Step(new=(x,), parents=sep, cpt=cpt))
+        return out
+
+
+class JunctionTree:
+    """Cliques (sorted column tuples) with parents earlier in the list; exact inference."""
+
+    def __init__(self, sizes: tuple[int, ...], cliques: list[tuple[int, ...]], parent: list[int]) -> None:
+        self.sizes = sizes
+        self.cliques = cliques
+        self.parent = parent
+
+    def _msg(self, table: np.ndarray, src: int, dst: int) -> np.ndarray:
+        """Sum of ``table`` (on clique src) onto the separator, rescaled to max 1, shaped for dst."""
+        a, b = self.cliques[src], self.cliques[dst]
+        m = sum_to(table, [i for i, c in enumerate(a) if c in b])
+        mx = m.max()
+        if mx > 0:
+            m = m / mx
+        return m.reshape([self.sizes[c] if c in a else 1 for c in b])
+
+    def marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
+        """Clique marginals scaled to ``total`` rows: sum-product, upward then downward.
+
+        Works on exp(θ − max θ) per clique with every message rescaled to a maximum of 1 (the
+        scale of a message cancels in the normalised beliefs), which is exact up to floating
+        point and several times faster than log-domain passes.
+        """
+        n = len(self.cliques)
+        up = [np.exp(t - t.max()) for t in theta]
+        to_parent: list[np.ndarray] = [np.empty(0)] * n
+        for i in reversed(range(n)):
+            p = self.parent[i]
+            if p >= 0:
+                to_parent[i] = self._msg(up[i], i, p)
+                up[p] = up[p] * to_parent[i]
+        # Downward pass in the Hugin form: a child's belief is its upward table times (the
+        # parent's belief on the separator ÷ the message the child sent up), one product per clique.
+        out: list[np.ndarray] = []
+        for i in range(n):
+            p = self.parent[i]
+            if p < 0:
+                b = up[i]
+            else:
+                sep = self._msg(out[p], p, i)
+                sent = to_parent[i].reshape(sep.shape)
+                # Where the child's message underflowed the child's table is ~0 anyway; the floor
+                # keeps the ratio finite.
+                ratio = np.where(sent > 0, sep / np.maximum(sent, 1e-300), 0.0)
+                mr = ratio.max()
+                b = up[i] * (ratio / mr) if mr > 0 else up[i] * ratio
+            mx = b.max()
+            if not mx > 0:  # everything underflowed: no information left, stay valid
+                out.append(np.full(b.shape, 1.0 / b.size))
+                continue
+            out.append(b / mx)
+        return [b * (total / b.sum()) for b in out]
+
+
+def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
+                    total: float, iters: int, eta: float | None = None) -> tuple[list[np.ndarray], float]:
+    """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
+    mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
+    Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
+    counts, noise variance). Returns the potentials and the last step size."""
+
+    # Per observation: the clique axes summed away, and y shaped to broadcast against the clique.
+    prepared = []
+    for ci, keep, y, var in obs:
+        ndim = len(tree.cliques[ci])
+        # keep is increasing (measured sets and cliques are sorted), so axes already match y.
+        bshape = [y.shape[keep.index(i)] if i in keep else 1 for i in range(ndim)]
+        prepared.append((ci, keep, bshape, np.asarray(y, dtype=np.float64), var))
+
+    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray | float]]:
+        loss = 0.0
+        grads: list[np.ndarray | float] = [0.0] * len(mu)
+        for ci, keep, bshape, y, var in prepared:
+            r = sum_to(mu[ci], keep) - y
+            loss += float(np.vdot(r, r)) / var
+            grads[ci] = grads[ci] + (2.0 / var) * r.reshape(bshape)
+        return loss, grads
+
+    mu = tree.marginals(theta, total)
+    loss, grads = loss_grad(mu)
+    if eta is None:
+        # A first step that moves log-potentials by about 1 where the gradient is largest.
+        gmax = max(float(np.abs(g).max()) for g in grads if isinstance(g, np.ndarray)) if prepared else 1.0
+        gmax = gmax or 1.0
+        eta = 1.0 / gmax
+    for _ in range(iters):
+        new_theta = [t - eta * g if isinstance(g, np.ndarray) else t for t, g in zip(theta, grads, strict=True)]
+        new_mu = tree.marginals(new_theta, total)
+        new_loss, new_grads = loss_grad(new_mu)
+        if new_loss <= loss:
+            theta, mu, loss, grads = new_theta, new_mu, new_loss, new_grads
+            eta *= 1.25
+        else:
+            eta *= 0.5
+    return theta, eta
+
+

@@ -1,0 +1,306 @@
+"""Fitting the marginal model: one-way marginals, rounds of selection and measurement, estimation.
+
+The stages, their guarantees and how they compose are described in :mod:`dpsynth.marginals`;
+the budget of each stage comes from :mod:`dpsynth.marginals.budget`, the model and its fit from
+:mod:`dpsynth.marginals.estimation`. This module is the only one that reads the data, and it
+does so only through the mechanisms: noisy counts (:class:`~dpsynth.marginals.budget.Measurement`)
+and the exponential mechanism's choices.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dpsynth import zcdp
+from dpsynth.errors import InputError, InternalError
+from dpsynth.marginals import budget as _budget
+from dpsynth.marginals.budget import (
+    Measurement,
+    Plan,
+    allocate,
+    capacity,
+    mech_text,
+    noisy_total,
+    range_text,
+    stage,
+)
+from dpsynth.marginals.estimation import Candidate, TreeModel, project_simplex
+from dpsynth.marginals.model import MarginalModel
+from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism
+from dpsynth.neighbours import Neighbours
+
+# Model cliques (and measured sets) never exceed this many cells (memory and time).
+MAX_CLIQUE_CELLS = 100_000
+# Weight of the expected-noise term in the selection score (AIM uses 1; the estimation removes
+# much of the noise in empty cells, so the raw expectation overstates it).
+PENALTY_FACTOR = 0.3
+# Mirror-descent iterations at the end (after ROUND_ITERS warm-started ones per round).
+ESTIMATION_ITERS = 300
+# Rounds of selection per column after the first (≥ 1: every column must join the model; the
+# rest grow cliques or measure again, as in AIM).
+ROUNDS_PER_COLUMN = 3.0
+# Columns per model clique (a clique is measured through its pairs, so it may exceed 3).
+MAX_CLIQUE_COLS = 5
+# Offer three-way measurements when a column joins (besides pairs).
+TRIPLES = False
+# Offer "join alone" (no pair measured) for each column not yet in the model.
+ALONE = True
+# Proportional-fitting passes that bring the model's one-ways to the one-way estimates when the
+# capacity plan moved budget to the one-ways.
+RAKE_ITERS = 30
+# Mirror-descent iterations after each round (warm-started) and at the end.
+ROUND_ITERS = 12
+
+Progress = Callable[[float, str], None]
+
+
+def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...], weights: np.ndarray | None = None) -> np.ndarray:
+    shape = tuple(sizes[c] for c in cols)
+    idx = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
+    if weights is None:
+        return np.bincount(idx, minlength=math.prod(shape)).reshape(shape)
+    if int(weights.sum()) < 2**53:  # float sums of whole numbers are exact below 2^53
+        return np.bincount(idx, weights=weights, minlength=math.prod(shape)).astype(np.int64).reshape(shape)
+    out = np.zeros(math.prod(shape), dtype=np.int64)
+    np.add.at(out, idx, weights)
+    return out.reshape(shape)
+
+
+def _pair_gaps(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None,
+               one_way: list[np.ndarray], total: float, max_cells: int) -> np.ndarray:
+    """‖M_uv(D) − N̂·p̂_u⊗p̂_v‖₁ for every pair u < v (a d × d array, upper triangle): the AIM score's
+    gap against the independent model built from the released one-ways. Adding or removing one
+    person moves each entry by at most Δ₁ (only the data counts change)."""
+    d = len(sizes)
+    out = np.zeros((d, d))
+    # Contiguous int32 columns: one small bincount per pair is faster than batching pairs.
+    cols = [np.ascontiguousarray(codes[:, j], dtype=np.int32 if max_cells < 2**31 else np.int64) for j in range(d)]
+    w = None if weights is None else weights.astype(np.float64)
+    for u in range(d - 1):
+        for v in range(u + 1, d):
+            if sizes[u] * sizes[v] > max_cells:  # never a candidate
+                continue
+            counts = np.bincount(cols[u] * sizes[v] + cols[v], weights=w, minlength=sizes[u] * sizes[v])
+            out[u, v] = float(np.abs(counts - total * np.outer(one_way[u], one_way[v]).ravel()).sum())
+    return out
+
+
+def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
+    a = np.asarray(codes)
+    if a.ndim != 2:
+        raise InputError(f"codes must be a table (rows × columns), got an array of shape {a.shape}.")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise InputError("codes must be whole-number cell indices.")
+    sz = tuple(int(s) for s in sizes)
+    if len(sz) != a.shape[1]:
+        raise InputError(f"sizes lists {len(sz)} columns but codes has {a.shape[1]}.")
+    for j, s in enumerate(sz):
+        if s < 1:
+            raise InputError(f"Column {j} has {s} cells; every column needs at least one.")
+        col = a[:, j]
+        bad = np.flatnonzero((col < 0) | (col >= s))
+        if bad.size:
+            raise InputError(
+                f"Column {j}: row {int(bad[0])} holds cell {int(col[bad[0]])}, outside [0, {s})"
+                f" ({bad.size:,} such rows)."
+            )
+    return a.astype(np.int64, copy=False), sz
+
+
+def fit_marginal_model(
+    codes: np.ndarray,
+    sizes: Sequence[int],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours | str,
+    max_contributions: int = 1,
+    rng: np.random.Generator,
+    progress: Progress | None = None,
+    weights: np.ndarray | None = None,
+) -> MarginalModel:
+    """Fit the junction-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
+
+    See the module docstring for the stages, their guarantees and their composition. With
+    ``weights``, row i of ``codes`` stands for ``weights[i]`` identical records (an engine's
+    occupied cells and their counts, :meth:`dpsynth.engines.CellCounts.occupied_codes`): every
+    marginal, hence the released model and its guarantee, is that of the expanded table.
+    """
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    codes, sizes = _validate(codes, sizes)
+    codes = np.asfortranarray(codes)  # columns contiguous: every count reads whole columns
+    if weights is not None:
+        weights = np.asarray(weights)
+        if weights.shape != (len(codes),) or not np.issubdtype(weights.dtype, np.integer) or (weights < 0).any():
+            raise InputError("weights must be one whole number ≥ 0 per row of codes.")
+        weights = weights.astype(np.int64, copy=False)
+    d = len(sizes)
+    plan = Plan(eps, dlt, rel, max_contributions)
+    report = progress or (lambda _f, _m: None)
+
+    one_share = _budget.ONE_WAY_SHARE if d > 1 else 1.0
+    budget_one = plan.total * one_share
+    stages: list[dict[str, Any]] = []
+
+    # ---- stage 1: one-way marginals ---------------------------------------------------------
+    report(0.02, "Measuring one-way marginals")
+    measurements: list[tuple[tuple[int, ...], np.ndarray]] = []
+    mechs: list[Measurement] = []
+    one_counts = [_counts(codes, sizes, (j,), weights) for j in range(d)]
+
+    def measure_one_ways(budget: float) -> Measurement:
+        mech = plan.measurement(budget / d)
+        plan.spent += mech.cost * (d - 1)  # the same mechanism is applied to each of the d columns
+        for j in range(d):
+            measurements.append(((j,), mech(one_counts[j], rng=rng)))
+            mechs.append(mech)
+        return mech
+
+    def one_way_estimates() -> tuple[float, list[np.ndarray]]:
+        """Noisy total and one-way proportions: inverse-variance mean of each column's measurements."""
+        tot = max(noisy_total(measurements, mechs), 1.0)
+        out = []
+        for j in range(d):
+            ys = [(y, m.variance) for (c, y), m in zip(measurements, mechs, strict=True) if c == (j,)]
+            y = sum(y / v for y, v in ys) / sum(1.0 / v for _, v in ys)
+            t = project_simplex(y, tot)
+            out.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
+        return tot, out
+
+    one_mechs = [measure_one_ways(budget_one)]
+    total, one_way = one_way_estimates()
+    # How much model the budget buys, from public sizes and the released one-ways; a second
+    # installment of one-ways when the pairs would cost the one-column accuracy too much.
+    cap = capacity(plan, sizes, total, one_way, ROUNDS_PER_COLUMN, one_share)
+    if cap.one_way_extra > 0:
+        one_mechs.append(measure_one_ways(plan.total * cap.one_way_extra))
+        total, one_way = one_way_estimates()
+    one_cost = sum(m.cost for m in one_mechs) * d
+    stages.append(stage("one-way marginals", plan, one_cost,
+                        f"{d} one-way marginals, " + " then again with ".join(
+                            "each " + mech_text(m, plan) for m in one_mechs)))
+    budget_sel = plan.total * cap.select_share
+    budget_meas = max(0.0, plan.total - one_cost - budget_sel) if cap.rounds else 0.0
+
+    # ---- stage 2+3: rounds of selection and measurement --------------------------------------
+    model = TreeModel(sizes, one_way, total, max_cells=MAX_CLIQUE_CELLS, max_cols=MAX_CLIQUE_COLS,
+                      triples=TRIPLES or cap.triples, alone=ALONE)
+    counts_cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    def real(m: tuple[int, ...]) -> np.ndarray:
+        if m not in counts_cache:
+            counts_cache[m] = _counts(codes, sizes, m, weights)
+        return counts_cache[m]
+
+    gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total, MAX_CLIQUE_CELLS) if cap.wide and cap.rounds else None
+    rounds_total = cap.rounds
+    sel_left, meas_left = budget_sel, budget_meas
+    sel_spent = meas_spent = 0.0
+    sel_eps_used: list[float] = []
+    meas_mechs: list[Measurement] = []
+    round_weights: list[float] = []
+    for t in range(rounds_total):
+        rounds_left = rounds_total - t
+        report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
+        round_sel = sel_left / rounds_left
+        cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
+        if not cands:  # nothing left to measure within the size caps; the rest stays unspent
+            break
+        scores = np.empty(len(cands))
+        penalty: dict[int, float] = {}  # by cells: the expected noise term depends on the size only
+        for i, cand in enumerate(cands):
+            if cand.kind == "alone":
+                scores[i] = 0.0
+                continue
+            cells = math.prod(sizes[c] for c in cand.measure)
+            if cells not in penalty:
+                b = allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER, round_weights)
+                penalty[cells] = PENALTY_FACTOR * plan.preview(b).mean_abs * cells
+            if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
+                gap = float(gap_vs_independent[cand.measure])
+            else:
+                gap = float(np.abs(real(cand.measure) - model.estimate(cand)).sum())
+            scores[i] = gap - penalty[cells]
+        sel_left -= round_sel
+        if len(cands) == 1:
+            cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
+        else:
+            sel_eps = plan.selection_epsilon(round_sel)
+            sel_eps_used.append(sel_eps)
+            sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
+            cand = cands[exponential_mechanism(scores, plan.l1, sel_eps, rng=rng)]
+        if cand.kind == "alone":
+            model.apply(cand, np.zeros(0), 1.0)  # nothing measured; the budget stays for later rounds
+            continue
+        weight = math.prod(sizes[c] for c in cand.measure) ** _budget.ALLOC_POWER
+        round_meas = allocate(meas_left, rounds_left, weight, round_weights)
+        round_weights.append(weight)
+        meas_left -= round_meas
+        mech = plan.measurement(round_meas)
+        meas_spent += mech.cost
+        meas_mechs.append(mech)
+        y = mech(real(cand.measure), rng=rng)
+        measurements.append((cand.measure, y))
+        mechs.append(mech)
+        model.apply(cand, y, mech.variance)
+        if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
+            model.fit(ROUND_ITERS * cap.iters_factor)
+    for x in range(d):
+        if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
+            model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
+    if d > 1:
+        stages.append(stage(
+            "selection", plan, sel_spent,
+            f"{len(sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), "
+            + range_text("ε", sel_eps_used) + " each" + ("" if plan.pure else " (each ε²/8-zCDP)"),
+        ))
+        stages.append(stage(
+            "measurement", plan, meas_spent,
+            f"{len(meas_mechs)} selected marginals with "
+            + ("discrete Laplace noise, " + range_text("scale", [float(m.param) for m in meas_mechs])
+               + f" (Δ₁ = {plan.l1}), " + range_text("ε", [m.cost for m in meas_mechs])
+               if plan.pure else
+               "discrete Gaussian noise, " + range_text("σ", [math.sqrt(float(m.param)) for m in meas_mechs])
+               + f" (Δ₂² = {plan.l2sq}), " + range_text("ρ", [m.cost for m in meas_mechs]))
+            + " each (per-measurement values in the model file)",
+        ))
+
+    # ---- reconstruction (post-processing) ----------------------------------------------------
+    report(0.92, "Estimating the model")
+    model.total = max(noisy_total(measurements, mechs), 1.0)
+    model.fit(ESTIMATION_ITERS * cap.iters_factor)
+    if cap.one_way_extra > 0:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
+        model.rake(one_way, RAKE_ITERS)
+    steps = model.steps()
+    report(1.0, "Done")
+    params = {
+        "epsilon": eps,
+        "delta": dlt,
+        "neighbours": rel.value,
+        "max_contributions": int(max_contributions),
+        "accounting": "pure DP, basic composition" if plan.pure else "zCDP (discrete Gaussian + exponential mechanism)",
+        "budget": plan.total,
+        "spent": plan.spent,
+        "cliques": [list(c) for c in model.cliques],
+    }
+    if not plan.pure:
+        params["rho_budget"] = plan.total
+        params["rho_spent"] = plan.spent
+        params["epsilon_spent"] = zcdp.epsilon_from_rho(plan.spent, dlt) if plan.spent > 0 else 0.0
+    params["capacity"] = {"rounds": cap.rounds, "triples": model.triples, "wide": cap.wide,
+                          "one_way_extra_share": cap.one_way_extra, "pair_snr": cap.snr,
+                          "estimation_iterations": ESTIMATION_ITERS * cap.iters_factor,
+                          "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
+                          "text": cap.describe()}
+    if plan.spent > plan.total * (1 + 1e-12):
+        raise InternalError("The marginal method over-spent its privacy budget.")
+    return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(model.total), measurements=measurements,
+                         noise=[m.info() for m in mechs], stages=stages, params=params)
+
+

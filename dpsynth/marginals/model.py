@@ -1,0 +1,265 @@
+"""The released marginal model: its noisy measurements, the network fitted to them, sampling.
+
+Everything in a :class:`MarginalModel` is a release artifact or post-processing of one
+(sampling it again, with any number of rows, spends no budget); :meth:`MarginalModel.to_dict`
+is the ``model.json`` of a release and :meth:`MarginalModel.from_dict` reads it back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpsynth.errors import InputError
+
+FORMAT = "dpsynth.marginals/1"
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One factor of the Bayesian network: ``P(new | parents)`` as a (parent cells × new cells) table."""
+
+    new: tuple[int, ...]
+    parents: tuple[int, ...]
+    cpt: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class MarginalModel:
+    """A fitted model: the released noisy measurements and the network reconstructed from them.
+
+    Everything here is a release artifact or post-processing of one: sampling it again, with any
+    number of rows, spends no budget.
+    """
+
+    sizes: tuple[int, ...]
+    steps: tuple[Step, ...]
+    noisy_total: float
+    measurements: list[tuple[tuple[int, ...], np.ndarray]]
+    noise: list[dict[str, Any]]
+    stages: list[dict[str, Any]]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample(self, n_rows: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n_rows`` synthetic rows of cell codes (int64, rows × columns); post-processing.
+
+        Ancestral sampling: for each factor, one uniform per row is mapped through the CDF of the
+        row's parent configuration (a single ``searchsorted`` on the stacked CDFs).
+        """
+        n = int(n_rows)
+        if n < 0:
+            raise InputError(f"The number of rows to sample must be ≥ 0, got {n_rows!r}.")
+        d = len(self.sizes)
+        out = np.zeros((n, d), dtype=np.int64)
+        for step in self.steps:
+            k = step.cpt.shape[1]
+            if step.parents:
+                pidx = np.ravel_multi_index(tuple(out[:, p] for p in step.parents),
+                                            tuple(self.sizes[p] for p in step.parents))
+            else:
+                pidx = np.zeros(n, dtype=np.int64)
+            cdf = np.cumsum(step.cpt, axis=1)
+            cdf[:, -1] = 1.0
+            # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
+            keys = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).ravel()
+            u = rng.random(n)
+            pos = np.searchsorted(keys, pidx + u, side="right") - pidx * k
+            pos = np.clip(pos, 0, k - 1)
+            new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
+            for c, v in zip(step.new, new_vals, strict=True):
+                out[:, c] = v
+        return out
+
+    def joint(self, max_cells: int = 2_000_000) -> np.ndarray:
+        """The model's full joint distribution (small domains only; for checks and tests)."""
+        total = math.prod(self.sizes)
+        if total > max_cells:
+            raise InputError(f"The full domain has {total:,} cells; joint() is for domains ≤ {max_cells:,}.")
+        d = len(self.sizes)
+        p = np.ones(self.sizes, dtype=np.float64)
+        for step in self.steps:
+            shape = [1] * d
+            cols = list(step.parents) + list(step.new)
+            for c in cols:
+                shape[c] = self.sizes[c]
+            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            order = np.argsort(cols)
+            table = np.transpose(table, order).reshape(shape)
+            p = p * table
+        return p
+
+    def clique_marginals(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
+        """Exact joint of each step's columns (parents + new, sorted), in step order.
+
+        Each step's parents lie in an earlier step's columns (the junction-tree property), so
+        P(parents ∪ new) = P(parents) · P(new | parents) follows recursively from the root.
+        """
+        out: list[tuple[tuple[int, ...], np.ndarray]] = []
+        for step in self.steps:
+            cols = step.parents + step.new
+            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            if step.parents:
+                src, p = next((c, m) for c, m in out if set(step.parents) <= set(c))
+                drop = tuple(k for k, c in enumerate(src) if c not in step.parents)
+                ps = p.sum(axis=drop) if drop else p
+                kept = [c for c in src if c in step.parents]
+                ps = np.transpose(ps, [kept.index(c) for c in step.parents])
+                table = table * ps.reshape(ps.shape + (1,) * len(step.new))
+            order = sorted(cols)
+            out.append((tuple(order), np.transpose(table, [cols.index(c) for c in order])))
+        return out
+
+    def marginal(self, cols: Sequence[int]) -> np.ndarray:
+        """The model's exact marginal on ``cols`` (in that order): from a clique that holds them
+        all, by propagation along the clique tree for a pair, otherwise from :meth:`joint`
+        (small domains only)."""
+        cols = tuple(int(c) for c in cols)
+        cms = self.clique_marginals()
+        for cl, p in cms:
+            if set(cols) <= set(cl):
+                drop = tuple(k for k, c in enumerate(cl) if c not in cols)
+                m = p.sum(axis=drop) if drop else p
+                kept = [c for c in cl if c in cols]
+                return np.transpose(m, [kept.index(c) for c in cols])
+        if len(cols) == 2:
+            return self._pair_marginal(cols[0], cols[1], cms)
+        p = self.joint()
+        other = tuple(i for i in range(len(self.sizes)) if i not in cols)
+        m = p.sum(axis=other)
+        kept = sorted(cols)
+        return np.transpose(m, [kept.index(c) for c in cols])
+
+    def _pair_marginal(self, a: int, b: int, cms: list[tuple[tuple[int, ...], np.ndarray]]) -> np.ndarray:
+        """P(a, b) for columns in different cliques: carry P(a, clique) along the tree path,
+        using P(next clique | separator) at each hop (exact by the junction-tree property)."""
+        parent = []
+        for i, step in enumerate(self.steps):
+            parent.append(next((j for j in range(i) if set(step.parents) <= set(cms[j][0])), -1)
+                          if step.parents else -1)
+        ia = next(i for i, (cl, _) in enumerate(cms) if a in cl)
+        ib = next(i for i, (cl, _) in enumerate(cms) if b in cl)
+
+        def chain(i: int) -> list[int]:
+            out = [i]
+            while parent[out[-1]] >= 0:
+                out.append(parent[out[-1]])
+            return out
+
+        up_a, up_b = chain(ia), chain(ib)
+        if up_a[-1] != up_b[-1]:  # different trees of the forest: independent
+            pa, pb = self.marginal((a,)), self.marginal((b,))
+            return np.outer(pa, pb)
+        common = next(i for i in up_a if i in set(up_b))
+        path = up_a[: up_a.index(common) + 1] + list(reversed(up_b[: up_b.index(common)]))
+        cl, p = cms[path[0]]
+        sa = self.sizes[a]
+        f = np.zeros((sa,) + p.shape)
+        idx = [slice(None)] * p.ndim
+        for v in range(sa):  # f[v, c] = P(c) · [c_a = v]
+            idx[cl.index(a)] = v
+            f[(v, *idx)] = p[tuple(idx)]
+            idx[cl.index(a)] = slice(None)
+        for j in path[1:]:
+            nxt, q = cms[j]
+            sep = [c for c in cl if c in nxt]
+            g = f.sum(axis=tuple(1 + k for k, c in enumerate(cl) if c not in sep))
+            q_sep = q.sum(axis=tuple(k for k, c in enumerate(nxt) if c not in sep))
+            shape = [self.sizes[c] if c in sep else 1 for c in nxt]
+            cond = q / np.where(q_sep > 0, q_sep, 1.0).reshape(shape)
+            f = g.reshape([sa] + shape) * cond[None]
+            cl = nxt
+        m = f.sum(axis=tuple(1 + k for k, c in enumerate(cl) if c != b))
+        return m
+
+    # -- release card -------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Release-card entry: stages, their budget shares and guarantees, how they compose."""
+        p = self.params
+        pure = p.get("delta", 0.0) == 0.0
+        return {
+            "method": "marginals (select–measure–reconstruct, AIM-lite on a junction tree)",
+            "guarantee": (
+                f"({p.get('epsilon')}, 0)-DP (pure)" if pure
+                else f"({p.get('epsilon')}, {p.get('delta')})-DP via {p.get('rho_spent'):.6g}-zCDP"
+            ),
+            "neighbours": p.get("neighbours"),
+            "max_contributions": p.get("max_contributions"),
+            "accounting": p.get("accounting"),
+            "composition": (
+                "Adaptive basic composition: the ε of all stages add up." if pure else
+                "zCDP: the ρ of all stages add up (Bun & Steinke 2016, Lemma 2.3); the total ρ is"
+                " converted to (ε, δ) with Canonne, Kamath & Steinke 2020, Corollary 13."
+            ),
+            "stages": self.stages,
+            "selected_marginals": [list(c) for c, _ in self.measurements if len(c) > 1],
+            "model_cliques": self.params.get("cliques", []),
+            # Rounds, measured sizes and clique limits the budget bought (public values only).
+            "capacity": self.params.get("capacity"),
+            "noisy_total": self.noisy_total,
+            "post_processing": [
+                "noisy total = inverse-variance mean of the measured tables' sums",
+                "junction-tree model fitted to all measurements (mirror descent, Private-PGM style)",
+                "ancestral sampling, one inverse-CDF draw per clique",
+            ],
+            "floating_point": "selection probabilities use floating point (Ilvento 2020); counts use exact integer noise",
+        }
+
+    # -- JSON ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; :meth:`from_dict` restores a model that samples identically."""
+        return {
+            "format": FORMAT,
+            "sizes": list(self.sizes),
+            "noisy_total": float(self.noisy_total),
+            "steps": [
+                {"new": list(s.new), "parents": list(s.parents), "cpt": s.cpt.tolist()} for s in self.steps
+            ],
+            "measurements": [
+                {"cols": list(c), "shape": list(y.shape), "noisy_counts": y.ravel().tolist(), **nz}
+                for (c, y), nz in zip(self.measurements, self.noise, strict=True)
+            ],
+            "stages": self.stages,
+            "params": self.params,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MarginalModel:
+        """Rebuild from :meth:`to_dict` output; a malformed document is an :class:`InputError`."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise InputError(f"Not a marginal model document (expected format {FORMAT!r}).")
+        try:
+            sizes = tuple(int(s) for s in data["sizes"])
+            steps = []
+            for s in data["steps"]:
+                new, parents = tuple(int(c) for c in s["new"]), tuple(int(c) for c in s["parents"])
+                cpt = np.asarray(s["cpt"], dtype=np.float64)
+                rows = math.prod(sizes[c] for c in parents)
+                cells = math.prod(sizes[c] for c in new)
+                if cpt.shape != (rows, cells) or np.any(cpt < 0):
+                    raise InputError(f"Model step for columns {list(new)} has a malformed table.")
+                steps.append(Step(new=new, parents=parents, cpt=cpt))
+            meas, noise = [], []
+            for m in data["measurements"]:
+                cols = tuple(int(c) for c in m["cols"])
+                y = np.asarray(m["noisy_counts"], dtype=np.int64).reshape([int(s) for s in m["shape"]])
+                meas.append((cols, y))
+                noise.append({k: v for k, v in m.items() if k not in {"cols", "shape", "noisy_counts"}})
+            covered = sorted(c for s in steps for c in s.new)
+            if covered != list(range(len(sizes))):
+                raise InputError("The model's steps do not cover every column exactly once.")
+            return cls(sizes=sizes, steps=tuple(steps), noisy_total=float(data["noisy_total"]),
+                       measurements=meas, noise=noise, stages=list(data["stages"]),
+                       params=dict(data.get("params", {})))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"Malformed marginal model document: {exc}.") from None
+
