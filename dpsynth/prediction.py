@@ -149,7 +149,8 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
                     max_contributions: int = 1) -> dict[str, Any]:
     """Noise variance per count of the marginals method's one-way tables and of each round's table,
     from its public budget plan (shares, rounds; equal split over rounds)."""
-    from dpsynth import marginals as m
+    from dpsynth.marginals import budget as mb
+    from dpsynth.marginals import fit as mf
 
     rel = Neighbours.parse(neighbours)
     d = len(sizes)
@@ -157,9 +158,9 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
     total = epsilon if pure else zcdp.rho_from_epsilon(epsilon, delta)
     l1 = histogram_l1_sensitivity(rel, max_contributions)
     l2sq = histogram_l2_sensitivity_squared(rel, max_contributions)
-    one_share = m.ONE_WAY_SHARE if d > 1 else 1.0
-    sel_share = m.SELECT_SHARE if d > 1 else 0.0
-    rounds = max(d - 1, round(m.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
+    one_share = mb.ONE_WAY_SHARE if d > 1 else 1.0
+    sel_share = mb.SELECT_SHARE if d > 1 else 0.0
+    rounds = max(d - 1, round(mf.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
     v1 = _measurement_variance(pure, total * one_share / d, l1, l2sq)
     vr = _measurement_variance(pure, total * (1 - one_share - sel_share) / rounds, l1, l2sq) if rounds else math.inf
     return {"one_way_variance": v1, "round_variance": vr, "rounds": rounds,
