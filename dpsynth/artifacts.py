@@ -44,6 +44,10 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- **Composition**: {p['composition']}",
         "",
     ]
+    if card.get("value_model"):
+        vm = card["value_model"]
+        lines[-1:-1] = [f"- **Numeric values**: drawn inside their bins from a value model costing ε_v = {vm['epsilon']:g}"
+                        f" of ε ({vm['stage']['mechanism']})"]
     if card["warnings"]:
         lines += ["## Warnings", ""] + [f"- ⚠️ {w}" for w in card["warnings"]] + [""]
     lines += ["## Columns (public schema)", "", "| column | type | domain | missing cell |", "|---|---|---|---|"]
@@ -75,6 +79,8 @@ def release_files(rel: Release) -> dict[str, bytes]:
             frames.append(f)
         files["marginals.csv"] = to_safe_csv(pd.concat(frames, ignore_index=True)) if frames else b""
         files["model.json"] = json.dumps(rel.model.to_dict(), ensure_ascii=False).encode("utf-8")
+    if rel.values is not None:
+        files["value_model.json"] = rel.values.to_json().encode("utf-8")
     files["card.json"] = card_json(rel.card).encode("utf-8")
     files["card.md"] = card_markdown(rel.card).encode("utf-8")
     return files

@@ -57,6 +57,7 @@ class Release:
     model: Any = None
     report: EncodingReport = field(default_factory=EncodingReport)
     sparse: Any = None  # dpsynth.sparse.SparseNoisyHistogram for huge domains (release_from_source)
+    values: Any = None  # dpsynth.value_model.ValueModel: released fine distributions of numeric columns
 
     @property
     def marginals(self) -> list[pd.DataFrame]:
@@ -92,6 +93,7 @@ def release(
     purpose: str = "synthetic data release",
     created: str | None = None,
     progress: Progress | None = None,
+    value_share: float | None = None,
 ) -> Release:
     """Release a noisy histogram (or noisy marginals) and synthetic rows sampled from it.
 
@@ -103,9 +105,15 @@ def release(
 
     ``rng`` defaults to a CSPRNG (:func:`dpsynth.noise.secure_rng`); ``seed`` makes the release
     reproducible and the card then says it is not for publication.
+
+    ``value_share`` s (default :data:`dpsynth.value_model.DEFAULT_VALUE_SHARE` when the schema has
+    numeric columns, else 0): ε_v = s·ε goes to a pure ε_v-DP value model of the numeric columns
+    (:mod:`dpsynth.value_model`), from which numeric values are drawn inside their bins; the main
+    method gets (ε − ε_v, δ). Basic composition: (ε, δ) in total. s = 0 draws values uniformly in bins.
     """
     report_progress = progress or (lambda _f, _m: None)
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    eps_main, eps_values = split_value_budget(eps, schema, value_share)
     rel = Neighbours.parse(neighbours)
     if rows is not None and (int(rows) != rows or rows < 0):
         raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
@@ -120,7 +128,7 @@ def release(
     report_progress(0.05, "Checking the data against the schema")
     data, unit = _bound_contributions(df, id_column, max_contributions, rng=rng)
     encoded = encode(data, schema)
-    mech = calibrate(eps, dlt, rel, max_contributions, kind=mechanism)
+    mech = calibrate(eps_main, dlt, rel, max_contributions, kind=mechanism)
     chosen, why = choose_method(schema, mech, method, expected_rows)
     if chosen == "histogram":
         check_domain(schema)  # refuse a domain too large to hold before anything is spent or allocated
@@ -129,37 +137,41 @@ def release(
         ds = dataset_id or dataset_fingerprint(df)
         ledger.register(ds, budget or DEFAULT_TOTAL_BUDGET, label=dataset_label)
         report_progress(0.15, "Recording the spend in the privacy ledger")
-        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=f"{chosen}: {mech.describe()['mechanism']}", purpose=purpose)
+        what = f"{chosen}: {mech.describe()['mechanism']}" + (" + value model (hierarchical histograms)" if eps_values else "")
+        ledger.charge(ds, PrivacyBudget(eps, dlt), mechanism=what, purpose=purpose)
 
     card = _card_base(schema, eps, dlt, rel, unit, secure, seed, created, dataset_label)
     card["method"] = {"name": chosen, "why": why}
+    values = None
     if chosen == "histogram":
         report_progress(0.3, "Counting and adding noise to every cell")
         noisy = mech(count_cells(encoded.codes, schema), rng=rng)
+        values = _fit_values(data, schema, eps_values, rel, max_contributions, rng, card, report_progress)
         m = noisy_total(noisy) if rows is None else int(rows)
         report_progress(0.6, "Sampling synthetic rows")
-        synthetic = synthesize(noisy, schema, m, rng=rng)
+        synthetic = synthesize(noisy, schema, m, rng=rng, values=values)
         card["mechanism"] = mech.describe()
-        card["post_processing"] = _post_processing(rows, m)
-        card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"]
+        card["post_processing"] = _post_processing(rows, m, values is not None)
+        card["artifacts"] = ["synthetic.csv", "histogram.csv", "card.json", "card.md"] + _value_artifact(values)
         out = Release(synthetic=synthetic, card=card, schema=schema, histogram=histogram_frame(noisy, schema),
-                      noisy_counts=noisy, report=encoded.report)
+                      noisy_counts=noisy, report=encoded.report, values=values)
     else:
         from dpsynth.marginals import fit_marginal_model
 
         report_progress(0.2, "Selecting and measuring marginals")
         model = fit_marginal_model(
-            encoded.codes, schema.sizes, epsilon=eps, delta=dlt, neighbours=rel,
+            encoded.codes, schema.sizes, epsilon=eps_main, delta=dlt, neighbours=rel,
             max_contributions=max_contributions, rng=rng,
             progress=lambda f, msg: report_progress(0.2 + 0.6 * f, msg),
         )
+        values = _fit_values(data, schema, eps_values, rel, max_contributions, rng, card, report_progress)
         m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
         report_progress(0.85, "Sampling synthetic rows")
-        synthetic = _decode_model_sample(model, schema, m, rng)
+        synthetic = _decode_model_sample(model, schema, m, rng, values)
         card["mechanism"] = model.describe()
-        card["post_processing"] = _post_processing(rows, m)
-        card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"]
-        out = Release(synthetic=synthetic, card=card, schema=schema, model=model, report=encoded.report)
+        card["post_processing"] = _post_processing(rows, m, values is not None)
+        card["artifacts"] = ["synthetic.csv", "marginals.csv", "model.json", "card.json", "card.md"] + _value_artifact(values)
+        out = Release(synthetic=synthetic, card=card, schema=schema, model=model, report=encoded.report, values=values)
     report_progress(1.0, "Done")
     return out
 
@@ -192,9 +204,9 @@ def resample(rel: Release, rows: int, *, rng: np.random.Generator) -> pd.DataFra
 
         return synthesize_sparse(rel.sparse, rel.schema, rows, rng=rng)
     if rel.noisy_counts is not None:
-        return synthesize(rel.noisy_counts, rel.schema, rows, rng=rng)
+        return synthesize(rel.noisy_counts, rel.schema, rows, rng=rng, values=rel.values)
     if rel.model is not None:
-        return _decode_model_sample(rel.model, rel.schema, rows, rng)
+        return _decode_model_sample(rel.model, rel.schema, rows, rng, rel.values)
     raise InputError("This release holds neither a histogram nor a model to sample from.")
 
 
@@ -207,10 +219,73 @@ def model_marginal_frames(model: Any, schema: Schema) -> list[pd.DataFrame]:
     return frames
 
 
-def _decode_model_sample(model: Any, schema: Schema, rows: int, rng: np.random.Generator) -> pd.DataFrame:
+def _decode_model_sample(model: Any, schema: Schema, rows: int, rng: np.random.Generator,
+                         values: Any = None) -> pd.DataFrame:
     from dpsynth.binning import decode
 
-    return decode(model.sample(rows, rng=rng), schema, rng=rng)
+    return decode(model.sample(rows, rng=rng), schema, rng=rng, values=values)
+
+
+def split_value_budget(epsilon: float, schema: Schema, value_share: float | None) -> tuple[float, float]:
+    """(ε of the main method, ε_v of the value model) for a share s of ε (None: the default share).
+
+    Both are rounded *down* to floats so that, as exact decimals, they never add up to more than ε
+    (basic composition then gives at most ε). s must be in [0, 1); s = 0 (or no numeric column)
+    gives (ε, 0).
+    """
+    from fractions import Fraction
+
+    from dpsynth.mechanisms import exact_epsilon
+    from dpsynth.value_model import DEFAULT_VALUE_SHARE, value_columns
+
+    if value_share is None:
+        value_share = DEFAULT_VALUE_SHARE if value_columns(schema) else 0.0
+    try:
+        share = float(value_share)
+    except (TypeError, ValueError):
+        raise InputError(f"The value-model share of ε must be a number, got {value_share!r}.") from None
+    if not 0.0 <= share < 1.0:
+        raise InputError(f"The value-model share of ε must be at least 0 and below 1, got {value_share!r}.")
+    if share == 0.0 or not value_columns(schema):
+        return epsilon, 0.0
+    total = exact_epsilon(epsilon)
+    ev = Fraction(repr(share)) * total
+
+    def down(x: Fraction) -> float:
+        f = float(x)
+        return math.nextafter(f, 0.0) if Fraction(repr(f)) > x else f
+
+    ev_f = down(ev)
+    main = down(total - Fraction(repr(ev_f)))
+    return main, ev_f
+
+
+def _fit_values(
+    data: pd.DataFrame, schema: Schema, eps_values: float, rel: Neighbours, k: int, rng: np.random.Generator,
+    card: dict[str, Any], report_progress: Progress,
+) -> Any:
+    """Release the value model (ε_v, pure DP; after the ledger charge) and record its stage on the card."""
+    if eps_values <= 0:
+        return None
+    from dpsynth.value_model import fit_value_model
+
+    report_progress(0.55, "Measuring the fine distributions of numeric columns")
+    values = fit_value_model(data, schema, epsilon=eps_values, neighbours=rel, max_contributions=k, rng=rng)
+    eps, dlt = card["privacy"]["epsilon"], card["privacy"]["delta"]
+    card["value_model"] = {"epsilon": eps_values, "share_of_epsilon": eps_values / eps, "stage": values.describe()}
+    card["privacy"]["epsilon_main_method"] = eps - eps_values
+    card["privacy"]["epsilon_value_model"] = eps_values
+    card["privacy"]["composition"] = (
+        f"basic composition of two stages: the main method is (ε − ε_v = {eps - eps_values:g}, δ = {dlt:g})-DP and"
+        f" the value model of the numeric columns is ε_v = {eps_values:g}-DP (pure), so the release is (ε, δ) ="
+        f" ({eps:g}, {dlt:g})-DP; within the main method the cells are disjoint (parallel composition), and"
+        " everything after the noise is post-processing"
+    )
+    return values
+
+
+def _value_artifact(values: Any) -> list[str]:
+    return [] if values is None else ["value_model.json"]
 
 
 def _bound_contributions(
@@ -244,14 +319,17 @@ def _child_rng(rng: np.random.Generator) -> np.random.Generator:
     return np.random.Generator(ChaCha(key=int.from_bytes(rng.bytes(32), "little"), rounds=20))
 
 
-def _post_processing(rows: int | None, m: int) -> dict[str, Any]:
+def _post_processing(rows: int | None, m: int, values: bool = False) -> dict[str, Any]:
     from dpsynth.synthesis import POST_PROCESSING_RANDOMNESS
 
+    inside = ("values of numeric columns drawn inside each bin from the released value model (its fine"
+              " distribution restricted to the bin; uniform on the bin's grid where it holds no mass)") if values else (
+              "values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared"
+              " decimals where the schema has one)")
     return {
         "steps": ["negative noisy counts clamped to 0", "normalised to probabilities",
                   "cells sampled (multinomial) and put in random order",
-                  "values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared"
-                  " decimals where the schema has one)",
+                  inside,
                   "all of this drawn from a fast generator (SFC64) seeded by 256 bits of the release's generator:"
                   " independent of the data, so post-processing (no privacy cost)"],
         "randomness": POST_PROCESSING_RANDOMNESS,
