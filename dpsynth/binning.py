@@ -67,10 +67,15 @@ class EncodingReport:
 
 @dataclass
 class Encoded:
-    """Integer cell codes (rows × columns) and the curator-only report."""
+    """Integer cell codes (rows × columns) and the curator-only report.
+
+    ``raw`` holds, per numeric column, the parsed values of the kept rows (float64, NaN when
+    empty; not clamped): the input of :func:`dpsynth.value_model.fit_value_model`. Never released.
+    """
 
     codes: np.ndarray
     report: EncodingReport
+    raw: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
@@ -87,13 +92,14 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
     codes = np.empty((n, len(schema.columns)), dtype=np.int64)
     keep = np.ones(n, dtype=bool)
     report = EncodingReport(rows_in=n)
+    raw: dict[str, np.ndarray] = {}
     for j, col in enumerate(schema.columns):
         series = df[col.name]
         if isinstance(series, pd.DataFrame):
             raise InputError(f"The data has more than one column called {col.name!r}.")
         rep = ColumnReport(col.name)
         if isinstance(col, NumericColumn):
-            codes[:, j] = _encode_numeric(series, col, rep)
+            codes[:, j], raw[col.name] = _encode_numeric(series, col, rep)
         else:
             cj, drop = _encode_categorical(series, col, rep)
             codes[:, j] = cj
@@ -101,8 +107,9 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
         report.columns.append(rep)
     if not keep.all():
         codes = codes[keep]
+        raw = {name: v[keep] for name, v in raw.items()}
         report.rows_dropped = int((~keep).sum())
-    return Encoded(codes=codes, report=report)
+    return Encoded(codes=codes, report=report, raw=raw)
 
 
 def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator,
@@ -178,7 +185,7 @@ def unravel(cells: np.ndarray, sizes: tuple[int, ...]) -> list[np.ndarray]:
     return out
 
 
-def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> np.ndarray:
+def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> tuple[np.ndarray, np.ndarray]:
     values, empty = _to_float(series, col.name)
     if empty.any():
         if not col.missing:
@@ -195,7 +202,7 @@ def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) ->
     inner = col.edges()[1:-1]
     out = np.searchsorted(inner, clamped, side="right").astype(np.int64)
     out[empty] = col.bins
-    return out
+    return out, np.where(empty, np.nan, values)
 
 
 def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:

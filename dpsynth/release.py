@@ -146,7 +146,7 @@ def release(
     if chosen == "histogram":
         report_progress(0.3, "Counting and adding noise to every cell")
         noisy = mech(count_cells(encoded.codes, schema), rng=rng)
-        values = _fit_values(data, schema, eps_main, eps_values, rel, max_contributions, rng, card, report_progress)
+        values = _fit_values(encoded.raw, schema, eps_main, eps_values, rel, max_contributions, rng, card, report_progress)
         m = noisy_total(noisy) if rows is None else int(rows)
         report_progress(0.6, "Sampling synthetic rows")
         synthetic = synthesize(noisy, schema, m, rng=rng, values=values)
@@ -164,7 +164,7 @@ def release(
             max_contributions=max_contributions, rng=rng,
             progress=lambda f, msg: report_progress(0.2 + 0.6 * f, msg),
         )
-        values = _fit_values(data, schema, eps_main, eps_values, rel, max_contributions, rng, card, report_progress)
+        values = _fit_values(encoded.raw, schema, eps_main, eps_values, rel, max_contributions, rng, card, report_progress)
         m = max(0, int(round(model.noisy_total))) if rows is None else int(rows)
         report_progress(0.85, "Sampling synthetic rows")
         synthetic = _decode_model_sample(model, schema, m, rng, values)
@@ -261,7 +261,7 @@ def split_value_budget(epsilon: float, schema: Schema, value_share: float | None
 
 
 def _fit_values(
-    data: pd.DataFrame, schema: Schema, eps_main: float, eps_values: float, rel: Neighbours, k: int, rng: np.random.Generator,
+    data: dict[str, np.ndarray], schema: Schema, eps_main: float, eps_values: float, rel: Neighbours, k: int, rng: np.random.Generator,
     card: dict[str, Any], report_progress: Progress,
 ) -> Any:
     """Release the value model (ε_v, pure DP; after the ledger charge) and record its stage on the card."""

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -367,14 +368,16 @@ def value_columns(schema: Schema) -> list[NumericColumn]:
 
 
 def fit_value_model(
-    data: pd.DataFrame, schema: Schema, *, epsilon: float, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    data: pd.DataFrame | Mapping[str, np.ndarray], schema: Schema, *, epsilon: float, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     max_contributions: int = 1, rng: np.random.Generator, max_branching: int = MAX_BRANCHING,
 ) -> ValueModel:
     """Release the fine distribution of every numeric column of ``schema`` (ε-DP, pure; module docstring).
 
     ``data`` holds the rows after contribution bounding (at most ``max_contributions`` rows per
-    person). Values outside the bounds are clamped, then put on the nearest grid point; empty
-    values are not counted (a row is then in no node of that column). Noise is drawn from ``rng``.
+    person): a table, or per numeric column its parsed float64 values with NaN for empty
+    (:attr:`dpsynth.binning.Encoded.raw`, which saves parsing the text twice). Values outside the
+    bounds are clamped, then put on the nearest grid point; empty values are not counted (a row is
+    then in no node of that column). Noise is drawn from ``rng``.
     """
     eps = check_epsilon(epsilon)
     rel = Neighbours.parse(neighbours)
@@ -399,13 +402,19 @@ def _threshold(scale: Fraction, grids: list[ColumnGrid]) -> float:
     return float(scale) * math.log(2 * b)
 
 
-def _leaves(data: pd.DataFrame, col: NumericColumn, g: ColumnGrid) -> np.ndarray:
+def _leaves(data: pd.DataFrame | Mapping[str, np.ndarray], col: NumericColumn, g: ColumnGrid) -> np.ndarray:
     """Leaf index of each non-empty value of ``col`` (a per-row map: 1-stable)."""
-    if col.name not in data.columns:
-        raise InputError(f"The data has no column {col.name!r} named in the schema.")
-    from dpsynth.binning import _to_float
+    if isinstance(data, pd.DataFrame):
+        if col.name not in data.columns:
+            raise InputError(f"The data has no column {col.name!r} named in the schema.")
+        from dpsynth.binning import _to_float
 
-    values, empty = _to_float(data[col.name], col.name)
+        values, empty = _to_float(data[col.name], col.name)
+    else:
+        if col.name not in data:
+            raise InputError(f"The data has no column {col.name!r} named in the schema.")
+        values = np.asarray(data[col.name], dtype=np.float64)
+        empty = np.isnan(values)
     v = np.clip(values[~empty], col.lower, col.upper)
     return (g.units(v) - g.first) // g.width
 
