@@ -368,8 +368,9 @@ def value_columns(schema: Schema) -> list[NumericColumn]:
 
 
 def fit_value_model(
-    data: pd.DataFrame | Mapping[str, np.ndarray], schema: Schema, *, epsilon: float, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
-    max_contributions: int = 1, rng: np.random.Generator, max_branching: int = MAX_BRANCHING,
+    data: pd.DataFrame | Mapping[str, np.ndarray], schema: Schema, *, epsilon: float,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE, max_contributions: int = 1, rng: np.random.Generator,
+    max_branching: int = MAX_BRANCHING,
 ) -> ValueModel:
     """Release the fine distribution of every numeric column of ``schema`` (ε-DP, pure; module docstring).
 
@@ -379,19 +380,59 @@ def fit_value_model(
     bounds are clamped, then put on the nearest grid point; empty values are not counted (a row is
     then in no node of that column). Noise is drawn from ``rng``.
     """
+    grids = column_grids(schema, max_branching)
+    counts = {}
+    for col in value_columns(schema):
+        g = grids[col.name]
+        leaves = leaf_index(_column_values(data, col), col, g)
+        occupied, n = np.unique(leaves, return_counts=True)
+        counts[col.name] = (occupied, n)
+    return fit_value_model_from_counts(counts, schema, epsilon=epsilon, neighbours=neighbours,
+                                       max_contributions=max_contributions, rng=rng, max_branching=max_branching)
+
+
+def column_grids(schema: Schema, max_branching: int = MAX_BRANCHING) -> dict[str, ColumnGrid]:
+    """The public grid and tree of every numeric column (a function of the schema alone)."""
+    return {c.name: ColumnGrid.of(c, max_branching) for c in value_columns(schema)}
+
+
+def leaf_index(values: np.ndarray, col: NumericColumn, g: ColumnGrid) -> np.ndarray:
+    """Leaf of each non-empty value: clamp to [lower, upper], nearest grid point k (half to even), (k − first) // width.
+
+    A per-row map (1-stable). An engine that counts where the data is computes the same map and
+    returns the counts of the occupied leaves to :func:`fit_value_model_from_counts`.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = np.clip(v[~np.isnan(v)], col.lower, col.upper)
+    return (g.units(v) - g.first) // g.width
+
+
+def fit_value_model_from_counts(
+    leaf_counts: Mapping[str, tuple[np.ndarray, np.ndarray]], schema: Schema, *, epsilon: float,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE, max_contributions: int = 1, rng: np.random.Generator,
+    max_branching: int = MAX_BRANCHING,
+) -> ValueModel:
+    """:func:`fit_value_model` from exact counts: per numeric column, (occupied leaf indices, their counts).
+
+    The leaves are those of :func:`leaf_index` for ``column_grids(schema, max_branching)``. Same
+    guarantee: ε-DP (pure) when the counts come from rows bounded to ``max_contributions`` per person.
+    """
     eps = check_epsilon(epsilon)
     rel = Neighbours.parse(neighbours)
-    cols = value_columns(schema)
-    grids = [ColumnGrid.of(c, max_branching) for c in cols]
-    total_levels = sum(g.levels for g in grids)
+    grids = column_grids(schema, max_branching)
+    total_levels = sum(g.levels for g in grids.values())
     per_level_l1 = hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1)
     # every node: Δ₁ per level / (ε / total levels), rounded up to a rational (never less noise)
     scale = noise.rational_at_least(Fraction(per_level_l1 * max(total_levels, 1)) / exact_epsilon(eps))
-    threshold = _threshold(scale, grids)
+    threshold = _threshold(scale, list(grids.values()))
     trees = {}
-    for col, g in zip(cols, grids, strict=True):
-        leaves = _leaves(data, col, g)
-        trees[col.name] = _measure(leaves, g, scale, threshold, rng=rng)
+    for name, g in grids.items():
+        if name not in leaf_counts:
+            raise InputError(f"No counts were given for the numeric column {name!r}.")
+        idx, n = (np.asarray(a, dtype=np.int64) for a in leaf_counts[name])
+        if len(idx) != len(n) or (len(idx) and (idx.min() < 0 or idx.max() >= g.leaves or n.min() < 0)):
+            raise InputError(f"The leaf counts of {name!r} do not fit its {g.leaves:,} leaves.")
+        trees[name] = _measure(idx, n, g, scale, threshold, rng=rng)
     return ValueModel(epsilon=eps, neighbours=rel, max_contributions=int(max_contributions), scale=scale,
                       threshold=threshold, trees=trees)
 
@@ -402,30 +443,28 @@ def _threshold(scale: Fraction, grids: list[ColumnGrid]) -> float:
     return float(scale) * math.log(2 * b)
 
 
-def _leaves(data: pd.DataFrame | Mapping[str, np.ndarray], col: NumericColumn, g: ColumnGrid) -> np.ndarray:
-    """Leaf index of each non-empty value of ``col`` (a per-row map: 1-stable)."""
+def _column_values(data: pd.DataFrame | Mapping[str, np.ndarray], col: NumericColumn) -> np.ndarray:
+    """Float64 values of ``col`` with NaN for empty (text parsed as :func:`dpsynth.binning.encode` does)."""
     if isinstance(data, pd.DataFrame):
         if col.name not in data.columns:
             raise InputError(f"The data has no column {col.name!r} named in the schema.")
         from dpsynth.binning import _to_float
 
         values, empty = _to_float(data[col.name], col.name)
-    else:
-        if col.name not in data:
-            raise InputError(f"The data has no column {col.name!r} named in the schema.")
-        values = np.asarray(data[col.name], dtype=np.float64)
-        empty = np.isnan(values)
-    v = np.clip(values[~empty], col.lower, col.upper)
-    return (g.units(v) - g.first) // g.width
+        return np.where(empty, np.nan, values)
+    if col.name not in data:
+        raise InputError(f"The data has no column {col.name!r} named in the schema.")
+    return np.asarray(data[col.name], dtype=np.float64)
 
 
-def _measure(leaves: np.ndarray, g: ColumnGrid, scale: Fraction, threshold: float, *,
+def _measure(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, scale: Fraction, threshold: float, *,
              rng: np.random.Generator) -> ColumnTree:
-    """Noisy counts of the visited nodes, level by level (the only step that reads the data)."""
+    """Noisy counts of the visited nodes, level by level, from the exact counts of the occupied leaves."""
     nodes, counts = [], []
     visit = np.arange(g.n_nodes(1), dtype=np.int64)
     for level in range(1, g.levels + 1):
-        exact = np.bincount(leaves // g.node_width(level), minlength=g.n_nodes(level))[visit]
+        exact = np.bincount(leaves // g.node_width(level), weights=weights, minlength=g.n_nodes(level))[visit]
+        exact = np.rint(exact).astype(np.int64)
         noisy = exact + noise.discrete_laplace(scale, len(visit), rng=rng)
         nodes.append(visit)
         counts.append(noisy.astype(np.int64))

@@ -299,3 +299,22 @@ def test_audit_value_model_spends_only_its_epsilon(planted_bug: bool, monkeypatc
         assert lb > 1.0
     else:
         assert 0.5 < lb <= 1.0
+
+
+def test_from_counts_is_the_same_release_as_from_rows() -> None:
+    """An engine that returns the occupied leaves' counts gets the same model (same draws) as the rows."""
+    from dpsynth.value_model import column_grids, fit_value_model_from_counts, leaf_index
+
+    schema = Schema((NumericColumn(name="a", lower=0, upper=99_999, bins=10, integer=True),
+                     NumericColumn(name="b", lower=0, upper=1, bins=4, missing=True)))
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"a": np.where(rng.random(3000) < 0.9, 0, rng.integers(0, 99_999, 3000)),
+                       "b": np.where(rng.random(3000) < 0.1, np.nan, rng.random(3000))})
+    direct = fit_value_model(df, schema, epsilon=0.5, rng=np.random.default_rng(7))
+    grids = column_grids(schema)
+    counts = {c.name: np.unique(leaf_index(df[c.name].to_numpy(), c, grids[c.name]), return_counts=True)
+              for c in schema.columns}
+    via = fit_value_model_from_counts(counts, schema, epsilon=0.5, rng=np.random.default_rng(7))
+    assert via.to_json() == direct.to_json()
+    with pytest.raises(InputError):
+        fit_value_model_from_counts({"a": counts["a"]}, schema, epsilon=0.5, rng=rng)
