@@ -237,6 +237,8 @@ class ValueModel:
         if col is None:
             raise InputError(f"The value model of {column!r} needs its schema column to sample.")
         bin_lo, bin_hi = g.bin_ranges(col)
+        if int(bin_lo[0]) != g.first or int(bin_hi[-1]) != g.last or np.any(bin_hi < bin_lo):
+            raise InputError(f"The value model of {column!r} does not match the schema's column (other bounds or grid).")
         starts, masses = _frontier(tree, self.scale, self.threshold)  # in leaves
         # frontier intervals in grid units: [first + start·width, …), density per grid point
         f_lo = g.first + starts * g.width
@@ -363,8 +365,9 @@ class ValueModel:
 
 
 def value_columns(schema: Schema) -> list[NumericColumn]:
-    """The numeric columns of ``schema`` (those a value model describes)."""
-    return [c for c in schema.columns if isinstance(c, NumericColumn)]
+    """The numeric columns of ``schema`` a value model describes: all, except one whose bins are
+    narrower than the finest automatic grid (its values stay uniform inside bins)."""
+    return [c for c in schema.columns if isinstance(c, NumericColumn) and _has_grid_in_every_bin(c)]
 
 
 def fit_value_model(
@@ -394,6 +397,14 @@ def fit_value_model(
 def column_grids(schema: Schema, max_branching: int = MAX_BRANCHING) -> dict[str, ColumnGrid]:
     """The public grid and tree of every numeric column (a function of the schema alone)."""
     return {c.name: ColumnGrid.of(c, max_branching) for c in value_columns(schema)}
+
+
+def _has_grid_in_every_bin(col: NumericColumn) -> bool:
+    """False for a column so narrow that the automatic grid (at most 10^-9 fine) misses a bin."""
+    if col.grid_decimals is not None:
+        return True  # the schema already checks it
+    lo, hi = _grid_ranges(col.edges(), ColumnGrid.of(col).decimals)
+    return bool(np.all(hi >= lo))
 
 
 def leaf_index(values: np.ndarray, col: NumericColumn, g: ColumnGrid) -> np.ndarray:

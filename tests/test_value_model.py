@@ -318,3 +318,15 @@ def test_from_counts_is_the_same_release_as_from_rows() -> None:
     assert via.to_json() == direct.to_json()
     with pytest.raises(InputError):
         fit_value_model_from_counts({"a": counts["a"]}, schema, epsilon=0.5, rng=rng)
+
+
+def test_a_model_refuses_a_column_with_other_bounds_and_narrow_columns_stay_uniform() -> None:
+    from dpsynth.value_model import value_columns
+
+    col = NumericColumn(name="x", lower=0, upper=100, bins=4, integer=True)
+    vm = fit_value_model(pd.DataFrame({"x": [1, 2, 3]}), _one(col), epsilon=1.0, rng=np.random.default_rng(0))
+    other = NumericColumn(name="x", lower=0, upper=200, bins=4, integer=True)
+    with pytest.raises(InputError, match="does not match"):
+        vm.sample_in_bins("x", np.zeros(3, dtype=np.int64), rng=np.random.default_rng(0), col=other)
+    narrow = NumericColumn(name="n", lower=0, upper=1e-8, bins=10)
+    assert value_columns(Schema((narrow, col))) == [col]
