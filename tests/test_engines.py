@@ -480,7 +480,8 @@ def test_marginals_method_on_an_engine_equals_the_in_memory_release(files: dict,
 
     schema = small_schema_for_release()
     df = pd.read_parquet(files["parquet"])
-    a = release(df, schema, epsilon=1.0, delta=1e-6, method="marginals", seed=11)
+    # release_from_source has no value model yet (engines count cells only): compare without one
+    a = release(df, schema, epsilon=1.0, delta=1e-6, method="marginals", seed=11, value_share=0)
     b = release_from_source(files["parquet"], schema, epsilon=1.0, delta=1e-6, engine=engine, method="marginals", seed=11)
     assert b.card["method"]["name"] == "marginals" and b.histogram is None and b.model is not None
     assert [c for c, _ in a.model.measurements] == [c for c, _ in b.model.measurements]
