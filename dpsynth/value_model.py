@@ -25,7 +25,8 @@ of every level of every column, so basic (sequential) composition over all of th
 
 Pruning keeps huge grids (capital_gain: 100,000 whole numbers) fast and small: level 1 is measured
 in full; a node's children are measured only if its noisy count reached the public threshold
-θ = scale · ln(2b) (an empty node then spawns children with probability ≤ 1/(4b)). Which nodes
+θ = scale · ln(2b), b the largest branching of the release (an empty node reaches it with
+probability p^⌈θ⌉/(1+p) ≤ 1/(2b), p = e^(−1/scale): about 1/(4b) at the usual scales). Which nodes
 are visited depends only on earlier released noisy counts, and each visited node's noise is drawn
 when it is visited whether or not any row is there, so every level is the discrete Laplace
 mechanism on a data-independent (given the past releases) set of disjoint cells: the adaptive
@@ -449,7 +450,7 @@ def fit_value_model_from_counts(
 
 
 def _threshold(scale: Fraction, grids: list[ColumnGrid]) -> float:
-    """θ = scale · ln(2b): an empty node reaches it with probability ≤ 1/(4b) (public)."""
+    """θ = scale · ln(2b): an empty node reaches it with probability ≤ 1/(2b), about 1/(4b) for scales ≫ 1 (public)."""
     b = max((g.branching for g in grids), default=2)
     return float(scale) * math.log(2 * b)
 
