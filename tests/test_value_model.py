@@ -143,9 +143,14 @@ def test_values_stay_in_their_bin_and_on_the_grid(col: NumericColumn, seed: int,
 
 def test_a_bin_without_released_mass_is_uniform_on_its_grid() -> None:
     col = NumericColumn(name="x", lower=0, upper=99, bins=2, integer=True)
-    vm = fit_value_model(pd.DataFrame({"x": [3] * 5000}), _one(col), epsilon=1.0, rng=np.random.default_rng(1))
+    fitted = fit_value_model(pd.DataFrame({"x": [3] * 5000}), _one(col), epsilon=1.0, rng=np.random.default_rng(1))
+    d = fitted.to_dict()
+    tree = d["columns"]["x"]
+    # a released tree whose other level-1 nodes came out below zero: no mass outside node 0
+    tree["counts"][0] = [c if n == 0 else -5 for n, c in zip(tree["nodes"][0], tree["counts"][0], strict=True)]
+    vm = ValueModel.from_dict(d)
     dist = vm.bin_distribution("x", col)
-    k_hi, p_hi = dist[1]  # bin [49.5, 99]: no rows; the released tree gives it no mass
+    k_hi, p_hi = dist[1]  # bin [49.5, 99]: the released tree gives it no mass
     assert np.allclose(p_hi, 1 / len(k_hi))
     k = vm.sample_in_bins("x", np.ones(20_000, dtype=np.int64), rng=np.random.default_rng(2), col=col)
     assert k.min() == k_hi[0] and k.max() == k_hi[-1]
