@@ -8,19 +8,24 @@ a release.
 
 Decoding is post-processing: it draws a value uniformly inside each sampled numeric bin (a
 uniform point of the bin's grid when the column declares one: whole numbers for ``integer``,
-multiples of 10^-d for ``decimals`` d) and maps categorical cells back to labels. Its randomness
+multiples of 10^-d for ``decimals`` d), or, given a released :class:`dpsynth.value_model.ValueModel`,
+from that model's fine distribution restricted to the bin; and maps categorical cells back to labels. Its randomness
 comes from a fast generator seeded by the release's generator (:mod:`dpsynth.synthesis`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from dpsynth.errors import InputError
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+
+if TYPE_CHECKING:
+    from dpsynth.value_model import ValueModel
 
 _SHOW = 5
 
@@ -62,10 +67,15 @@ class EncodingReport:
 
 @dataclass
 class Encoded:
-    """Integer cell codes (rows × columns) and the curator-only report."""
+    """Integer cell codes (rows × columns) and the curator-only report.
+
+    ``raw`` holds, per numeric column, the parsed values of the kept rows (float64, NaN when
+    empty; not clamped): the input of :func:`dpsynth.value_model.fit_value_model`. Never released.
+    """
 
     codes: np.ndarray
     report: EncodingReport
+    raw: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
@@ -82,13 +92,14 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
     codes = np.empty((n, len(schema.columns)), dtype=np.int64)
     keep = np.ones(n, dtype=bool)
     report = EncodingReport(rows_in=n)
+    raw: dict[str, np.ndarray] = {}
     for j, col in enumerate(schema.columns):
         series = df[col.name]
         if isinstance(series, pd.DataFrame):
             raise InputError(f"The data has more than one column called {col.name!r}.")
         rep = ColumnReport(col.name)
         if isinstance(col, NumericColumn):
-            codes[:, j] = _encode_numeric(series, col, rep)
+            codes[:, j], raw[col.name] = _encode_numeric(series, col, rep)
         else:
             cj, drop = _encode_categorical(series, col, rep)
             codes[:, j] = cj
@@ -96,23 +107,27 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
         report.columns.append(rep)
     if not keep.all():
         codes = codes[keep]
+        raw = {name: v[keep] for name, v in raw.items()}
         report.rows_dropped = int((~keep).sum())
-    return Encoded(codes=codes, report=report)
+    return Encoded(codes=codes, report=report, raw=raw)
 
 
-def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Turn cell codes into a table: a uniform value inside each numeric bin, labels for categories.
+def decode(codes: np.ndarray, schema: Schema, *, rng: np.random.Generator,
+           values: ValueModel | None = None) -> pd.DataFrame:
+    """Turn cell codes into a table: a value inside each numeric bin, labels for categories.
 
-    Post-processing of the codes: it adds no privacy loss. O(rows × columns), vectorised. Draws
-    256 bits from ``rng`` and takes the values from the fast generator they seed (the law is the
-    same whatever the generator; see :mod:`dpsynth.synthesis`).
+    Values are uniform inside the bin, or drawn from the released ``values`` model restricted to
+    the bin for the columns it describes. Post-processing of released objects: it adds no privacy
+    loss. O(rows × columns), vectorised. Draws 256 bits from ``rng`` and takes the values from the
+    fast generator they seed (the law is the same whatever the generator; see :mod:`dpsynth.synthesis`).
     """
     from dpsynth.randomness import CHUNK_KEY, fast_rng, post_processing_seed
 
-    return decode_with(codes, schema, fast_rng(post_processing_seed(rng), CHUNK_KEY, 0))
+    return decode_with(codes, schema, fast_rng(post_processing_seed(rng), CHUNK_KEY, 0), values)
 
 
-def decode_with(codes: np.ndarray, schema: Schema, gen: np.random.Generator) -> pd.DataFrame:
+def decode_with(codes: np.ndarray, schema: Schema, gen: np.random.Generator,
+                values: ValueModel | None = None) -> pd.DataFrame:
     """:func:`decode` drawing from ``gen`` itself: column by column, the draws of :func:`draw_numeric`.
 
     The streaming writer (:mod:`dpsynth.writer`) makes the same draws in the same order,
@@ -122,23 +137,32 @@ def decode_with(codes: np.ndarray, schema: Schema, gen: np.random.Generator) -> 
     for j, col in enumerate(schema.columns):
         c = np.asarray(codes[:, j], dtype=np.int64)
         if isinstance(col, NumericColumn):
-            data[col.name] = _decode_numeric(c, col, gen)
+            data[col.name] = _decode_numeric(c, col, gen, values)
         else:
             labels = np.array(list(col.categories) + [None], dtype=object)
             data[col.name] = pd.Series(labels[np.minimum(c, len(col.categories))], dtype="object")
     return pd.DataFrame(data)
 
 
-def draw_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+def draw_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator,
+                 values: ValueModel | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Values for the cell codes ``c`` of a numeric column, and the mask of missing cells (None if none allowed).
 
     A column with a value grid (:attr:`NumericColumn.grid_decimals` d: ``integer`` is d = 0)
     gets int64 grid units k, uniform over the grid points of the bin (:meth:`NumericColumn.grid_ranges`;
     the value is k·10^-d); other columns get float64 values uniform on the bin, clipped into the
-    bounds. One draw per row, missing rows included (their value is then discarded).
+    bounds. One draw per row, missing rows included (their value is then discarded). With a
+    ``values`` model describing the column, the draws come from it instead
+    (:meth:`dpsynth.value_model.ValueModel.sample_in_bins`): grid units k as above, or, for a
+    column without a grid, the float64 values of the model's automatic grid.
     """
     b = np.minimum(c, col.bins - 1)
     mask = (c >= col.bins) if col.missing else None
+    if values is not None and col.name in values.trees:
+        k = values.sample_in_bins(col.name, b, rng=gen, col=col)
+        if col.grid_decimals is not None:
+            return k, mask
+        return np.clip(values.trees[col.name].grid.values(k), col.lower, col.upper), mask
     if col.grid_decimals is not None:
         lo, hi = col.grid_ranges()
         return gen.integers(lo[b], (hi + 1)[b]), mask
@@ -161,7 +185,7 @@ def unravel(cells: np.ndarray, sizes: tuple[int, ...]) -> list[np.ndarray]:
     return out
 
 
-def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> np.ndarray:
+def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) -> tuple[np.ndarray, np.ndarray]:
     values, empty = _to_float(series, col.name)
     if empty.any():
         if not col.missing:
@@ -178,7 +202,7 @@ def _encode_numeric(series: pd.Series, col: NumericColumn, rep: ColumnReport) ->
     inner = col.edges()[1:-1]
     out = np.searchsorted(inner, clamped, side="right").astype(np.int64)
     out[empty] = col.bins
-    return out
+    return out, np.where(empty, np.nan, values)
 
 
 def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -242,8 +266,9 @@ def _encode_categorical(series: pd.Series, col: CategoricalColumn, rep: ColumnRe
     return out, drop
 
 
-def _decode_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator) -> pd.Series:
-    vals, is_missing = draw_numeric(c, col, gen)
+def _decode_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator,
+                    values: ValueModel | None = None) -> pd.Series:
+    vals, is_missing = draw_numeric(c, col, gen, values)
     d = col.grid_decimals
     if d is not None and d > 0:
         # k / 10^d correctly rounded: the float64 a reader parses from the text written with d decimals

@@ -26,6 +26,7 @@ FORMAT = "dpsynth-release-card/2"
 def build_card(
     plan: Any, result: Any, *, rows: int, post_seed: int, secure: bool, seed: int | None, created: str | None,
     label: str, release_id: str, ledger_state: dict[str, Any] | None = None, extra_stages: list[dict[str, Any]] | None = None,
+    values: Any = None,
 ) -> dict[str, Any]:
     """The card of one release (a plain dict, ready for JSON). ``plan``: :class:`dpsynth.plan.ReleasePlan`;
     ``result``: a :mod:`dpsynth.results` result; ``post_seed``: the post-processing seed (released: the
@@ -35,6 +36,11 @@ def build_card(
     rel = Neighbours.parse(r.neighbours)
     eps, dlt = r.epsilon, r.delta
     stages = _stages(plan, result) + list(extra_stages or [])
+    if values is not None:
+        d = values.describe()
+        stages.append({"stage": "value model: fine distribution of each numeric column (hierarchical histograms)",
+                       "mechanism": d.get("mechanism", "discrete Laplace on tree levels"),
+                       "guarantee": f"{plan.epsilon_values:g}-DP (pure)", "epsilon": plan.epsilon_values, "delta": 0.0})
     warnings = list(plan.warnings)
     from dpsynth.provenance import data_derived_warning
 
@@ -47,6 +53,8 @@ def build_card(
     privacy: dict[str, Any] = {
         "epsilon": eps,
         "delta": dlt,
+        "epsilon_main_method": plan.epsilon_main,
+        "epsilon_value_model": plan.epsilon_values,
         "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
         "neighbours": rel.value,
         "neighbours_meaning": rel.describe(),
@@ -75,6 +83,8 @@ def build_card(
         "method": {"name": plan.method, "why": plan.why},
         "mechanism": _mechanism(plan, result),
         "released_tables": result.card_entry(),
+        "value_model": ({"epsilon": plan.epsilon_values, "share_of_epsilon": plan.epsilon_values / eps,
+                         "stage": values.describe()} if values is not None else None),
         "randomness": {
             "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
             else "seeded pseudo-random generator",
@@ -115,6 +125,11 @@ def _mechanism(plan: Any, result: Any) -> dict[str, Any]:
 def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
     extra = len(stages) > (1 if plan.method == "histogram" else len(result.model.stages))
     tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
+    if plan.epsilon_values > 0:
+        tail = (f" Basic composition of two parts: the {plan.method} method is (ε − ε_v = {plan.epsilon_main:g},"
+                f" δ = {plan.request.delta:g})-DP and the value model of the numeric columns is ε_v ="
+                f" {plan.epsilon_values:g}-DP (pure), so the release is ({plan.request.epsilon:g},"
+                f" {plan.request.delta:g})-DP." + tail)
     if plan.method == "histogram":
         return ("One measurement: each row is in exactly one cell, so the noisy counts of all cells together cost"
                 " (ε, δ) once (parallel composition over disjoint cells); everything after the noise — clamping,"
@@ -139,8 +154,13 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
         steps = ["noisy total = inverse-variance mean of the measured tables' sums",
                  "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
                  "cells of the synthetic rows drawn ancestrally from the model, one clique at a time"]
-    steps.append("values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared decimals"
-                 " where the schema has one); category labels written as they are")
+    if plan.epsilon_values > 0:
+        steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
+                     " distribution restricted to the bin; uniform on the bin's grid where it holds no mass); category"
+                     " labels written as they are")
+    else:
+        steps.append("values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared decimals"
+                     " where the schema has one); category labels written as they are")
     steps.append("all of this drawn from a fast generator (SFC64) seeded by 256 bits of the release's generator:"
                  " independent of the data, so post-processing (no privacy cost)")
     return {

@@ -22,6 +22,12 @@ replace-one    2k                      sqrt(2) k
 (L2 with k rows of one unit all in one cell is k; the replace-one case moves k rows out of one
 cell into another.) For any marginal (a projection of the histogram) the same bounds hold, since
 a projection cannot increase the L1 or L2 change.
+
+A hierarchical histogram (a tree of counts over one column's range, :mod:`dpsynth.value_model`)
+is h histograms, one per level, each over a partition of the range: one unit's k rows change
+each level's counts by at most the histogram's L1 sensitivity (k, or 2k under replace-one: a
+row leaves one node and enters another), and the h levels together by h times that. A row whose
+value is empty is in no node. A subset of a level's nodes (a pruned tree) cannot change more.
 """
 
 from __future__ import annotations
@@ -82,6 +88,15 @@ def histogram_l2_sensitivity_squared(neighbours: Neighbours | str, max_contribut
     """Squared L2 sensitivity as an exact integer (k² or 2k²), for exact zCDP arithmetic."""
     k = _check_k(max_contributions)
     return k * k if Neighbours.parse(neighbours) is Neighbours.ADD_REMOVE else 2 * k * k
+
+
+def hierarchical_histogram_l1_sensitivity(
+    neighbours: Neighbours | str, max_contributions: int = 1, levels: int = 1
+) -> int:
+    """L1 sensitivity of ``levels`` levels of a hierarchical histogram: levels·k (add-remove) or levels·2k."""
+    if int(levels) != levels or levels < 1:
+        raise InputError(f"A hierarchical histogram has at least one level, got {levels!r}.")
+    return int(levels) * histogram_l1_sensitivity(neighbours, max_contributions)
 
 
 def count_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) -> int:

@@ -160,13 +160,21 @@ def run(
         # ---- measure
         say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
         result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
+        values = None
+        if plan.epsilon_values > 0:
+            from dpsynth.value_model import fit_value_model_from_counts
+
+            say(0.86, "Measuring the fine distributions of numeric columns")
+            values = fit_value_model_from_counts(counted.leaves, plan.schema, epsilon=plan.epsilon_values,
+                                                 neighbours=request.neighbours,
+                                                 max_contributions=request.max_contributions, rng=rng)
         post_seed = post_processing_seed(rng)
         rows = plan.synthetic_rows(result.noisy_total)
         card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
                           created=created if created is not None else (None if secure else "reproducible (seeded) release"),
-                          label=dataset_label, release_id=release_id, ledger_state=estimates)
+                          label=dataset_label, release_id=release_id, ledger_state=estimates, values=values)
         rel = Release(result=result, card=card, schema=plan.schema, rows=rows, post_seed=post_seed, plan=plan,
-                      report=counted.report)
+                      report=counted.report, values=values)
 
         # ---- write
         try:
@@ -192,7 +200,7 @@ def _archive_files(rel: Any, synthetic_path: Path | None) -> dict[str, bytes | P
     re-creates the synthetic rows byte for byte), and the synthetic file as written (or made in memory)."""
     from dpsynth.card import card_json, card_markdown
 
-    files: dict[str, bytes | Path] = {**rel.result.files(), "schema.json": rel.schema.to_json().encode("utf-8"),
+    files: dict[str, bytes | Path] = {**rel.table_files(), "schema.json": rel.schema.to_json().encode("utf-8"),
                                       "card.json": card_json(rel.card).encode("utf-8"),
                                       "card.md": card_markdown(rel.card).encode("utf-8")}
     if synthetic_path is not None and synthetic_path.suffix.lower() in ("", ".csv") and synthetic_path.exists():
@@ -220,6 +228,7 @@ class _Counted:
     counts: Any = None  # dpsynth.engines.CellCounts
     codes: np.ndarray | None = None
     weights: np.ndarray | None = None
+    leaves: dict[str, tuple[np.ndarray, np.ndarray]] | None = None  # value model: occupied leaves per numeric column
 
 
 def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] | None, rng: np.random.Generator,
@@ -235,21 +244,75 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         data, _ = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
         say(0.3, "Mapping values to cells")
         enc = encode(data, schema)
+        leaves = _leaf_counts_of(enc.raw, schema) if plan.epsilon_values > 0 else None
         if plan.method == "marginals":
-            return _Counted(report=enc.report, codes=enc.codes)
+            return _Counted(report=enc.report, codes=enc.codes, leaves=leaves)
         counts = CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report,
                                             max_dense_cells=MAX_DENSE_CELLS)
-        return _Counted(report=enc.report, counts=counts)
+        return _Counted(report=enc.report, counts=counts, leaves=leaves)
     if plan.method == "marginals":
         from dpsynth.engines import check_indexable
 
         check_indexable(schema)  # an engine counts a flat cell index
     counter = get_engine(engine, **(options or {}))
     counts = counter.count(source, schema, progress=say)
+    leaves = _streamed_leaf_counts(source, schema) if plan.epsilon_values > 0 else None
     if plan.method == "marginals":
         codes, weights = counts.occupied_codes()
-        return _Counted(report=counts.report, codes=codes, weights=weights)
-    return _Counted(report=counts.report, counts=counts)
+        return _Counted(report=counts.report, codes=codes, weights=weights, leaves=leaves)
+    return _Counted(report=counts.report, counts=counts, leaves=leaves)
+
+
+def _leaf_counts_of(raw: dict[str, np.ndarray], schema: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Exact counts of the value model's occupied leaves per numeric column (never released as such)."""
+    from dpsynth.value_model import column_grids, leaf_index
+
+    out = {}
+    for name, g in column_grids(schema).items():
+        occupied, n = np.unique(leaf_index(raw[name], schema.column(name), g), return_counts=True)
+        out[name] = (occupied.astype(np.int64), n.astype(np.int64))
+    return out
+
+
+#: Rows per batch when the value model's leaves are counted beside an engine (memory stays bounded).
+LEAF_BATCH_ROWS = 500_000
+
+
+def _streamed_leaf_counts(source: Any, schema: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The same leaf counts as the in-memory path, for a file or table counted on DuckDB or Spark: the rows
+    are read in batches (DuckDB, CSV cells as text as the engines read them) and each batch is encoded with
+    the in-memory semantics, so the released value model is the same whichever engine counted."""
+    import duckdb
+
+    from dpsynth.value_model import column_grids, leaf_index
+
+    grids = column_grids(schema)
+    totals = {name: np.zeros(g.leaves, dtype=np.int64) for name, g in grids.items()}
+    con = duckdb.connect()
+    try:
+        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schema.names)
+        if isinstance(source, pd.DataFrame):
+            con.register("src", source)
+            rel = con.sql(f"SELECT {cols} FROM src")
+        elif isinstance(source, str | Path):
+            from dpsynth.engines.duckdb_engine import source_sql
+
+            rel = con.sql(f"SELECT {cols} FROM {source_sql(source)}")
+        else:
+            raise InputError("The value model of numeric columns needs a file or a DataFrame; set its share to 0"
+                             " to release from this source.")
+        reader = rel.fetch_record_batch(LEAF_BATCH_ROWS)
+        for batch in reader:
+            enc = encode(batch.to_pandas(), schema)
+            for name, g in grids.items():
+                totals[name] += np.bincount(leaf_index(enc.raw[name], schema.column(name), g), minlength=g.leaves)
+    finally:
+        con.close()
+    out = {}
+    for name, t in totals.items():
+        occupied = np.flatnonzero(t)
+        out[name] = (occupied.astype(np.int64), t[occupied])
+    return out
 
 
 def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
@@ -269,7 +332,8 @@ def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say
     if plan.method == "marginals":
         from dpsynth.marginals import fit_marginal_model
 
-        model = fit_marginal_model(counted.codes, schema.sizes, epsilon=r.epsilon, delta=r.delta, neighbours=r.neighbours,
+        model = fit_marginal_model(counted.codes, schema.sizes, epsilon=plan.epsilon_main, delta=r.delta,
+                                   neighbours=r.neighbours,
                                    max_contributions=r.max_contributions, rng=rng, weights=counted.weights, progress=say)
         return MarginalResult(schema, model)
     mech = plan.mechanism
@@ -286,8 +350,10 @@ def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say
 def _ledger_mechanism(plan: ReleasePlan) -> str:
     if plan.method == "histogram":
         assert plan.mechanism is not None
-        return f"histogram: {plan.mechanism.describe()['mechanism']}"
-    return "marginals: junction-tree model"
+        main = f"histogram: {plan.mechanism.describe()['mechanism']}"
+    else:
+        main = "marginals: junction-tree model"
+    return main + (" + value model (hierarchical histograms)" if plan.epsilon_values > 0 else "")
 
 
 def _estimate_spends(ledger: Ledger, ds: str, request: ReleaseRequest) -> dict[str, Any]:
@@ -308,10 +374,10 @@ def _write(rel: Any, outputs: Outputs, say: Progress) -> None:
     if "synthetic" in paths:
         rel.write_synthetic(paths["synthetic"], progress=say)
     if "tables" in paths:
-        tables = rel.result.files()
+        tables = rel.table_files()
         name = "histogram.csv" if "histogram.csv" in tables else "marginals.csv"
         _atomic_write(paths["tables"], tables[name])
-    if "model" in paths and "model.json" in (files := rel.result.files()):
+    if "model" in paths and "model.json" in (files := rel.table_files()):
         _atomic_write(paths["model"], files["model.json"])
     if "card" in paths:
         _atomic_write(paths["card"], card_json(rel.card).encode("utf-8"))

@@ -48,6 +48,8 @@ class ReleaseRequest:
     threshold: int = 1
     sparse_method: str = "auto"
     accept_data_derived: bool = True
+    #: share of ε for the value model of numeric columns (None: the default share when there are any)
+    value_share: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -94,6 +96,9 @@ class ReleasePlan:
     mechanism: Mechanism | None
     artifacts: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
+    #: ε of the main method and of the value model (pure DP); basic composition: they add up to at most ε
+    epsilon_main: float = 0.0
+    epsilon_values: float = 0.0
 
     @property
     def schema(self) -> Schema:
@@ -131,7 +136,8 @@ class ReleasePlan:
 def make_plan(request: ReleaseRequest) -> ReleasePlan:
     """The plan for ``request``: a pure function of public inputs (see the module docstring)."""
     schema = request.schema
-    mech = calibrate(request.epsilon, request.delta, request.neighbours, request.max_contributions, kind=request.mechanism)
+    eps_main, eps_values = split_value_budget(request.epsilon, schema, request.value_share)
+    mech = calibrate(eps_main, request.delta, request.neighbours, request.max_contributions, kind=request.mechanism)
     method, why = choose_method(schema, mech, request.method, request.expected_rows)
     warnings: list[str] = []
     if method == "histogram":
@@ -151,8 +157,44 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
         representation = "model"
         mech = None
         artifacts = ("synthetic.csv", "marginals.csv", "model.json", "schema.json", "card.json", "card.md")
+    if eps_values > 0:
+        artifacts = (*artifacts[:-3], "value_model.json", *artifacts[-3:])
     return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
-                       artifacts=artifacts, warnings=tuple(warnings))
+                       artifacts=artifacts, warnings=tuple(warnings), epsilon_main=eps_main, epsilon_values=eps_values)
+
+
+def split_value_budget(epsilon: float, schema: Schema, value_share: float | None) -> tuple[float, float]:
+    """(ε of the main method, ε_v of the value model) for a share s of ε (None: the default share).
+
+    Both are rounded *down* to floats so that, as exact decimals, they never add up to more than ε
+    (basic composition then gives at most ε). s must be in [0, 1); s = 0 (or no numeric column)
+    gives (ε, 0).
+    """
+    import math
+    from fractions import Fraction
+
+    from dpsynth.mechanisms import exact_epsilon
+    from dpsynth.value_model import DEFAULT_VALUE_SHARE, value_columns
+
+    if value_share is None:
+        value_share = DEFAULT_VALUE_SHARE if value_columns(schema) else 0.0
+    try:
+        share = float(value_share)
+    except (TypeError, ValueError):
+        raise InputError(f"The value-model share of ε must be a number, got {value_share!r}.") from None
+    if not 0.0 <= share < 1.0:
+        raise InputError(f"The value-model share of ε must be at least 0 and below 1, got {value_share!r}.")
+    if share == 0.0 or not value_columns(schema):
+        return epsilon, 0.0
+    total = exact_epsilon(epsilon)
+    ev = Fraction(repr(share)) * total
+
+    def down(x: Fraction) -> float:
+        f = float(x)
+        return math.nextafter(f, 0.0) if Fraction(repr(f)) > x else f
+
+    ev_f = down(ev)
+    return down(total - Fraction(repr(ev_f))), ev_f
 
 
 def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: int | None) -> tuple[str, str]:

@@ -54,6 +54,7 @@ class Release:
     plan: Any = None
     report: EncodingReport = field(default_factory=EncodingReport)
     archive_id: str | None = None  # the release's id in the release archive, when one kept it
+    values: Any = None  # dpsynth.value_model.ValueModel: released fine distributions of numeric columns
     _synthetic: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -66,7 +67,7 @@ class Release:
         if self._synthetic is None:
             from dpsynth.results import sampler_frame
 
-            self._synthetic = sampler_frame(self.sampler(), self.schema)
+            self._synthetic = sampler_frame(self.sampler(), self.schema, self.values)
         return self._synthetic
 
     def sampler(self, rows: int | None = None, seed: int | None = None) -> Any:
@@ -103,28 +104,35 @@ class Release:
         from dpsynth.randomness import post_processing_seed
         from dpsynth.results import sampler_frame
 
-        return sampler_frame(self.sampler(rows, post_processing_seed(rng)), self.schema)
+        return sampler_frame(self.sampler(rows, post_processing_seed(rng)), self.schema, self.values)
 
     def synthetic_bytes(self, *, parquet: bool = False) -> bytes:
         """synthetic.csv (or Parquet) exactly as every path writes it."""
         from dpsynth.writer import synthetic_bytes
 
-        return synthetic_bytes(self.sampler(), self.schema, parquet=parquet)
+        return synthetic_bytes(self.sampler(), self.schema, parquet=parquet, values=self.values)
 
     def write_synthetic(self, path: str | Path, *, progress: Callable[[float, str], None] | None = None) -> int:
         """Stream the synthetic rows to ``path`` (CSV, or Parquet for a .parquet name); returns the row count."""
         from dpsynth.writer import write_synthetic_csv
 
-        return write_synthetic_csv(self.sampler(), self.schema, path, progress=progress)
+        return write_synthetic_csv(self.sampler(), self.schema, path, progress=progress, values=self.values)
 
     def files(self) -> dict[str, bytes]:
         """Name → bytes of every released file."""
         from dpsynth.card import card_json, card_markdown
 
-        files = {"synthetic.csv": self.synthetic_bytes(), **self.result.files(),
+        files = {"synthetic.csv": self.synthetic_bytes(), **self.table_files(),
                  "schema.json": self.schema.to_json().encode("utf-8"),
                  "card.json": card_json(self.card).encode("utf-8"),
                  "card.md": card_markdown(self.card).encode("utf-8")}
+        return files
+
+    def table_files(self) -> dict[str, bytes]:
+        """The released tables: the method's (histogram, or marginals and model) and the value model."""
+        files = dict(self.result.files())
+        if self.values is not None:
+            files["value_model.json"] = self.values.to_json().encode("utf-8")
         return files
 
     def zip(self) -> bytes:
@@ -152,7 +160,16 @@ class Release:
             rows, seed = int(pp["synthetic_rows"]), int(pp["seed"], 16)
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"The release's card.json is not readable: {exc}.") from None
-        return cls(result=result_from_files(files, schema, card), card=card, schema=schema, rows=rows, post_seed=seed)
+        values = None
+        if "value_model.json" in files:
+            from dpsynth.value_model import ValueModel
+
+            try:
+                values = ValueModel.from_dict(json.loads(files["value_model.json"].decode("utf-8")))
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"The release's value_model.json is not readable: {exc}.") from None
+        return cls(result=result_from_files(files, schema, card), card=card, schema=schema, rows=rows, post_seed=seed,
+                   values=values)
 
     @classmethod
     def load(cls, path: str | Path | bytes) -> Release:
@@ -214,6 +231,7 @@ def release(
     progress: Progress | None = None,
     threshold: int = 1,
     archive: Any = None,
+    value_share: float | None = None,
 ) -> Release:
     """Release a noisy histogram (or noisy marginals) of a DataFrame and synthetic rows sampled from it.
 
@@ -230,7 +248,7 @@ def release(
         raise InputError("The table has no columns.")
     req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
                          method=method, rows=rows, expected_rows=expected_rows, id_column=id_column,
-                         max_contributions=max_contributions, threshold=threshold)
+                         max_contributions=max_contributions, threshold=threshold, value_share=value_share)
     return run(df, req, engine="pandas", rng=rng, seed=seed, ledger=ledger, dataset_id=dataset_id,
                dataset_label=dataset_label, budget=budget, purpose=purpose, created=created, progress=progress,
                archive=archive)
@@ -262,6 +280,7 @@ def release_from_source(
     sparse_method: str = "auto",
     method: Method = "histogram",
     archive: Any = None,
+    value_share: float | None = None,
 ) -> Release:
     """The same release counted on an engine (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from
     ``source`` (a CSV/Parquet path, or a table native to the engine); only the counts come back.
@@ -271,7 +290,7 @@ def release_from_source(
     """
     req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
                          method=method, rows=rows, expected_rows=expected_rows, threshold=threshold,
-                         sparse_method=sparse_method)
+                         sparse_method=sparse_method, value_share=value_share)
     return run(source, req, engine=engine, engine_options=engine_options, rng=rng, seed=seed, ledger=ledger,
                dataset_id=dataset_id, dataset_label=dataset_label, budget=budget, purpose=purpose, created=created,
                progress=progress, outputs=Outputs(synthetic=synthetic_path), archive=archive)

@@ -58,7 +58,7 @@ class ModelSampler:
         return np.asarray(codes, dtype=np.int64), fast_rng(self.seed, CHUNK_KEY, index)
 
 
-def sampler_frame(sampler: RowSampler | ModelSampler, schema: Schema) -> pd.DataFrame:
+def sampler_frame(sampler: RowSampler | ModelSampler, schema: Schema, values: Any = None) -> pd.DataFrame:
     """All rows of a sampler as a DataFrame (the values the writer writes)."""
     from dpsynth.binning import unravel
 
@@ -66,9 +66,10 @@ def sampler_frame(sampler: RowSampler | ModelSampler, schema: Schema) -> pd.Data
     for i in range(sampler.n_chunks):
         cells, g = sampler.chunk_cells(i)
         codes = cells if cells.ndim == 2 else np.stack(unravel(cells, schema.sizes), axis=1)
-        frames.append(decode_with(codes, schema, g))
+        frames.append(decode_with(codes, schema, g, values))
     if not frames:
-        return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(sampler.seed, CHUNK_KEY, 0))
+        return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(sampler.seed, CHUNK_KEY, 0),
+                           values)
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 

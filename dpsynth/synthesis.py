@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -170,11 +171,16 @@ class RowSampler:
         parts = [c for c, _ in self.chunks()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def frame(self, schema: Schema) -> pd.DataFrame:
-        """The synthetic rows as a DataFrame: the same values :func:`dpsynth.writer.write_synthetic_csv` writes."""
+    def frame(self, schema: Schema, values: Any = None) -> pd.DataFrame:
+        """The synthetic rows as a DataFrame: the same values :func:`dpsynth.writer.write_synthetic_csv` writes.
+
+        ``values``: a released :class:`dpsynth.value_model.ValueModel` to draw numeric values from (None: uniform in bins).
+        """
         if self.rows == 0:
-            return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema, fast_rng(self.seed, CHUNK_KEY, 0))
-        frames = [decode_with(np.stack(unravel(cells, schema.sizes), axis=1), schema, g) for cells, g in self.chunks()]
+            return decode_with(np.zeros((0, len(schema.columns)), dtype=np.int64), schema,
+                               fast_rng(self.seed, CHUNK_KEY, 0), values)
+        frames = [decode_with(np.stack(unravel(cells, schema.sizes), axis=1), schema, g, values)
+                  for cells, g in self.chunks()]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
@@ -190,10 +196,12 @@ def sample_cells(probabilities: np.ndarray, rows: int, *, rng: np.random.Generat
     return sampler.cells()
 
 
-def synthesize(noisy_counts: np.ndarray, schema: Schema, rows: int, *, rng: np.random.Generator) -> pd.DataFrame:
+def synthesize(noisy_counts: np.ndarray, schema: Schema, rows: int, *, rng: np.random.Generator,
+               values: Any = None) -> pd.DataFrame:
     """Synthetic table of ``rows`` rows sampled from the noisy histogram over ``schema``.
 
     Draws 256 bits from ``rng``; the rows equal those :func:`dpsynth.writer.write_synthetic_csv`
-    writes for ``RowSampler.dense(noisy_counts, rows, seed=...)`` with the same seed.
+    writes for ``RowSampler.dense(noisy_counts, rows, seed=...)`` with the same seed. ``values``: a
+    released value model to draw numeric values inside bins from (:mod:`dpsynth.value_model`).
     """
-    return RowSampler.dense(noisy_counts, rows, seed=post_processing_seed(rng)).frame(schema)
+    return RowSampler.dense(noisy_counts, rows, seed=post_processing_seed(rng)).frame(schema, values)

@@ -57,9 +57,10 @@ class _Plan:
     target: pa.Schema
     parquet: bool
     labels: list[pa.Array | None]
+    values: Any = None  # a released dpsynth.value_model.ValueModel, or None (uniform inside bins)
 
 
-def _plan(schema: Schema, parquet: bool) -> _Plan:
+def _plan(schema: Schema, parquet: bool, values: Any = None) -> _Plan:
     fields, labels = [], []
     esc = (lambda v: v) if parquet else escape_cell
     for col in schema.columns:
@@ -81,12 +82,13 @@ def _plan(schema: Schema, parquet: bool) -> _Plan:
         # stay numeric types: Arrow quotes every string value, and numbers are written unquoted.
         labels.append(None)
         fields.append(pa.field(name, typ))
-    return _Plan(schema, pa.schema(fields), parquet, labels)
+    return _Plan(schema, pa.schema(fields), parquet, labels, values)
 
 
-def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType) -> pa.Array:
+def _numeric_array(c: np.ndarray, col: NumericColumn, gen: np.random.Generator, typ: pa.DataType,
+                   values: Any = None) -> pa.Array:
     """:func:`dpsynth.binning.draw_numeric` (the same draws as ``decode_with``) as an Arrow array of ``typ``."""
-    vals, mask = draw_numeric(c, col, gen)
+    vals, mask = draw_numeric(c, col, gen, values)
     d = col.grid_decimals
     if d is None or d == 0:
         return pa.array(vals, type=typ, mask=mask)
@@ -112,7 +114,7 @@ def _decode_table(cells: np.ndarray, gen: np.random.Generator, plan: _Plan) -> p
             else:
                 arrays.append(labels.take(pa.array(c)))
         else:
-            arrays.append(_numeric_array(c, col, gen, plan.target.field(j).type))
+            arrays.append(_numeric_array(c, col, gen, plan.target.field(j).type, plan.values))
     return pa.Table.from_arrays(arrays, schema=plan.target)
 
 
@@ -159,6 +161,7 @@ def _jobs(rows: RowSampler | np.ndarray | Any, rng: np.random.Generator | None, 
 def write_synthetic_csv(
     rows: RowSampler | np.ndarray, schema: Schema, path: str | Path, *, rng: np.random.Generator | None = None,
     chunk_rows: int = CHUNK_ROWS, progress: Callable[[float, str], None] | None = None, parquet: bool | None = None,
+    values: Any = None,
 ) -> int:
     """Write synthetic rows to CSV (or Parquet for a ``.parquet`` path); returns the row count.
 
@@ -166,7 +169,8 @@ def write_synthetic_csv(
     ``chunk_rows`` unused), or flat cell indices (row-major over ``schema.sizes``) to decode,
     in chunks of ``chunk_rows``, with generators seeded by 256 bits of ``rng``; a single chunk then
     holds the values of ``decode(codes, schema, rng=rng)``. Post-processing of released cells:
-    adds no privacy loss. The bytes do not depend on :data:`FORMAT_WORKERS`.
+    adds no privacy loss. The bytes do not depend on :data:`FORMAT_WORKERS`. ``values``: a released
+    :class:`dpsynth.value_model.ValueModel` to draw numeric values inside bins from (None: uniform).
     """
     report = progress or (lambda _f, _m: None)
     if parquet is None:
@@ -175,7 +179,7 @@ def write_synthetic_csv(
         # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
         # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.
         pa.set_memory_pool(pa.system_memory_pool())
-    plan = _plan(schema, parquet)
+    plan = _plan(schema, parquet, values)
     n, jobs = _jobs(rows, rng, chunk_rows)
     workers = FORMAT_WORKERS or max(1, min(4, os.cpu_count() or 1))
     done = 0
@@ -228,10 +232,10 @@ def _binary(path: Any) -> Any:
     return open(path, "wb")
 
 
-def synthetic_bytes(rows: Any, schema: Schema, *, parquet: bool = False) -> bytes:
+def synthetic_bytes(rows: Any, schema: Schema, *, parquet: bool = False, values: Any = None) -> bytes:
     """The synthetic file's bytes in memory (the same bytes :func:`write_synthetic_csv` writes to a path)."""
     buf = io.BytesIO()
-    write_synthetic_csv(rows, schema, buf, parquet=parquet)
+    write_synthetic_csv(rows, schema, buf, parquet=parquet, values=values)
     return buf.getvalue()
 
 

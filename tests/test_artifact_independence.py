@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpsynth import value_model
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.artifacts import release_files, release_zip
 from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+from dpsynth.value_model import ColumnGrid, ColumnTree
 
 RELEASE = importlib.import_module("dpsynth.release")
 CREATED = "2026-01-01T00:00:00+00:00"
@@ -74,6 +76,14 @@ def fixed_noise(monkeypatch: pytest.MonkeyPatch) -> np.ndarray:
 
     monkeypatch.setattr(DiscreteLaplace, "__call__", fixed)
     monkeypatch.setattr(DiscreteGaussian, "__call__", fixed)
+
+    def fixed_tree(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, scale: object, threshold: float, *,
+                   rng: np.random.Generator) -> ColumnTree:
+        """The value model's noisy tree replaced too: fixed counts on the level-1 nodes, whatever the data."""
+        nodes = np.arange(g.n_nodes(1), dtype=np.int64)
+        return ColumnTree(g, (nodes,), (np.random.default_rng(7).integers(-3, 40, len(nodes)),))
+
+    monkeypatch.setattr(value_model, "_measure", fixed_tree)
     return h
 
 

@@ -51,7 +51,7 @@ def test_release_prints_its_archive_id_and_archive_get_gives_the_same_bytes(file
     assert line.startswith(rid) and "people" in line and "ε = 1" in line and "δ = 0" in line
     assert "histogram" in line and "complete" in line
     assert main(["archive", "get", rid, "--out", str(tmp / "got"), "--ledger", str(led)]) == 0
-    assert "Wrote 5 files" in capsys.readouterr().out
+    assert "Wrote 6 files" in capsys.readouterr().out  # synthetic, histogram, value model, schema, card (JSON, Markdown)
     got = tmp / "got"
     assert (got / "synthetic.csv").read_bytes() == (tmp / "s.csv").read_bytes()
     assert (got / "card.json").read_bytes() == (tmp / "card.json").read_bytes()

@@ -231,7 +231,11 @@ def trials(method: str, epsilon: float, n_trials: int, n_sim: int = 1000, test_s
 def test_histogram_coverage_and_type_one_error(epsilon: float) -> None:
     r = trials("histogram", epsilon, 400)
     assert r["mean"] >= 0.93 and r["proportion"] >= 0.93 and r["total"] >= 0.93, r
-    assert r["tested"] == 400 and r["type_one"] <= 0.07, r
+    # at most the 99% quantile of Binomial(400, 0.05) rejections (a test at the nominal rate passes with
+    # probability ≥ 99%); the 7% is the judged figure over hundreds of releases
+    from scipy import stats
+
+    assert r["tested"] == 400 and r["type_one"] * 400 <= stats.binom.isf(0.01, 400, 0.05), r
     if epsilon == 0.1:  # blind to the noise, the naive answers miss far more often and make false discoveries
         assert r["naive_mean"] < 0.8 and r["naive_proportion"] < 0.8, r
         assert r["naive_type_one"] >= 0.5 and r["naive_type_one"] > 5 * r["type_one"], r

@@ -137,8 +137,12 @@ def test_gaussian_release(small_df, small_schema):
 def test_files_and_zip(small_df, small_schema):
     rel = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=0, created="2026-01-01T00:00:00+00:00")
     files = release_files(rel)
-    assert set(files) == {"synthetic.csv", "histogram.csv", "schema.json", "card.json", "card.md"}
+    # the schema has a numeric column: the default value model is released too
+    assert set(files) == {"synthetic.csv", "histogram.csv", "value_model.json", "schema.json", "card.json", "card.md"}
+    assert set(files) == set(rel.card["artifacts"])
     assert release_zip(rel) == release_zip(rel)
+    plain = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=0, value_share=0)
+    assert set(release_files(plain)) == {"synthetic.csv", "histogram.csv", "schema.json", "card.json", "card.md"}
 
 
 def test_data_derived_schema_is_flagged(small_df):
@@ -189,4 +193,4 @@ def test_release_from_source_writes_the_rows_it_would_return(tmp_path, small_df)
     assert text.count("\r\n") == 3001
     post = mem.card["post_processing"]
     assert "SFC64" in post["randomness"] and "independent of the data" in post["randomness"]
-    assert any("decimals" in step for step in post["steps"])
+    assert any("value model" in step for step in post["steps"])  # values inside bins from the released fine law

@@ -1,0 +1,575 @@
+"""The released fine one-column distribution of numeric columns: values true to life inside their bins.
+
+The main methods release counts of *bins*; decoding used to draw a value uniformly inside each
+bin, so point masses (Adult's capital_gain is 0 for 92% of people, 40 working hours a week) and
+skew inside a bin were lost. A :class:`ValueModel` is a separate pure ε_v-DP release of each
+numeric column's distribution at its declared precision, from which :meth:`ValueModel.sample_in_bins`
+draws each synthetic value *given its bin*, so the joint structure still comes from the main model.
+
+Mechanism (:func:`fit_value_model`): per numeric column, a hierarchical histogram (a tree of
+counts) over the public range [lower, upper] on the column's value grid — whole numbers for
+``integer``, multiples of 10^-d for ``decimals`` d, and for a column with neither a fixed grid of
+multiples of 10^-d with d the largest whole number (possibly negative: steps of 10, 100, …) giving
+at most :data:`AUTO_GRID_POINTS` points (never finer than 10^-9, and at least 2 points per bin).
+Grids of more than :data:`MAX_LEAVES` points group consecutive grid points into equal leaves.
+Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
+(Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
+histograms": fanouts around 16 minimise range-query error of a full tree; here pruning removes
+most empty nodes, and on Adult a limit of 64 — two or three levels — gave a lower KS distance
+than 16 or 32, measured with ``benchmarks/bench_values.py``).
+Exact discrete Laplace noise on every visited node's count (:mod:`dpsynth.noise`); every level of a
+tree is a histogram of a partition of the range, so its L1 sensitivity is that of a histogram
+(:func:`dpsynth.neighbours.hierarchical_histogram_l1_sensitivity`: k per level under add-remove,
+2k under replace-one). ε_v is split equally over all (column, level) pairs: one row is in one node
+of every level of every column, so basic (sequential) composition over all of them gives ε_v.
+
+Pruning keeps huge grids (capital_gain: 100,000 whole numbers) fast and small: level 1 is measured
+in full; a node's children are measured only if its noisy count reached the public threshold
+θ = scale · ln(2b), b the largest branching of the release (an empty node reaches it with
+probability p^⌈θ⌉/(1+p) ≤ 1/(2b), p = e^(−1/scale): about 1/(4b) at the usual scales). Which nodes
+are visited depends only on earlier released noisy counts, and each visited node's noise is drawn
+when it is visited whether or not any row is there, so every level is the discrete Laplace
+mechanism on a data-independent (given the past releases) set of disjoint cells: the adaptive
+composition of h·(columns) pure-DP steps is ε_v-DP. The released object is the noisy counts of the
+visited nodes (:meth:`ValueModel.to_dict`).
+
+Post-processing (free): least-squares consistency over the visited tree (Hay, Rastogi, Miklau &
+Suciu 2010, "Boosting the accuracy of differentially private histograms through consistency",
+in its two-pass form — bottom-up inverse-variance combination, top-down distribution of the
+residual — valid for a tree whose unexpanded nodes are leaves, since every expanded node has all
+its children measured), then a top-down non-negative split: a parent's mass goes to its children
+that reached θ in proportion to their (clamped) consistent counts, and the consistent remainder of
+the others, if positive, is split among them in proportion to their clamped consistent counts
+(evenly by size when none is positive; on Adult and Titanic this gave a lower KS distance than
+an even split). A node is spread evenly over its grid points
+when none of its children holds mass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpsynth import noise
+from dpsynth.errors import InputError
+from dpsynth.mechanisms import check_epsilon, exact_epsilon
+from dpsynth.neighbours import Neighbours, hierarchical_histogram_l1_sensitivity
+from dpsynth.schema import NumericColumn, Schema, grid_ranges
+
+#: Grid points of the automatic grid of a column with neither ``integer`` nor ``decimals``.
+AUTO_GRID_POINTS = 1 << 12
+#: Most leaves of a tree; a finer declared grid groups consecutive grid points into a leaf.
+MAX_LEAVES = 1 << 20
+#: Default largest branching factor of a tree.
+MAX_BRANCHING = 64
+#: Default share of ε spent on the value model when the schema has numeric columns.
+DEFAULT_VALUE_SHARE = 0.1
+
+FORMAT = "dpsynth-value-model/1"
+SOURCES = (
+    "Hay, Rastogi, Miklau & Suciu 2010, 'Boosting the accuracy of differentially private histograms through"
+    " consistency' (hierarchical histogram, least-squares consistency); Qardaji, Yang & Li 2013,"
+    " 'Understanding hierarchical methods for differentially private histograms' (branching factor)"
+)
+
+
+# ------------------------------------------------------------------------------------ the grid
+
+
+@dataclass(frozen=True)
+class ColumnGrid:
+    """The public value grid and tree shape of one numeric column (a function of the schema alone).
+
+    Grid point k (int64) is the value k·10^-d (d may be negative for automatic grids); the grid is
+    k = ``first`` … ``last``; leaf j holds grid points first + j·width … first + (j+1)·width − 1.
+    """
+
+    name: str
+    decimals: int
+    declared: bool
+    first: int
+    last: int
+    width: int
+    leaves: int
+    branching: int
+    levels: int
+
+    @classmethod
+    def of(cls, col: NumericColumn, max_branching: int = MAX_BRANCHING) -> ColumnGrid:
+        """The grid of ``col`` and its tree (see the module docstring)."""
+        d = col.grid_decimals
+        declared = d is not None
+        if d is None:
+            span = col.upper - col.lower
+            d = math.floor(math.log10(AUTO_GRID_POINTS / span))
+            # at least two grid points per bin, never finer than 10^-9
+            d = max(d, math.ceil(math.log10(2 * col.bins / span)))
+            d = min(d, 9)
+        lo, hi = _grid_ranges(col.edges(), d)
+        first, last = int(lo[0]), int(hi[-1])
+        points = last - first + 1
+        width = -(-points // MAX_LEAVES)
+        leaves = -(-points // width)
+        b = max(2, int(max_branching))
+        levels = max(1, math.ceil(math.log(leaves) / math.log(b) - 1e-12)) if leaves > 1 else 1
+        while b ** (levels - 1) >= leaves and levels > 1:
+            levels -= 1
+        while b**levels < leaves:
+            levels += 1
+        # the smallest branching with the same number of levels: no wasted empty nodes
+        branching = max(2, math.ceil(leaves ** (1.0 / levels) - 1e-9))
+        while branching**levels < leaves:
+            branching += 1
+        return cls(col.name, d, declared, first, last, width, leaves, branching, levels)
+
+    def bin_ranges(self, col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
+        """Per bin, its first and last grid point (encoding's rule: lower edge in, upper out, last bin closed)."""
+        return _grid_ranges(col.edges(), self.decimals)
+
+    def units(self, values: np.ndarray) -> np.ndarray:
+        """Nearest grid point of each (finite) value, clamped into the grid."""
+        k = np.rint(_scaled(values, self.decimals))
+        return np.clip(k, self.first, self.last).astype(np.int64)
+
+    def values(self, k: np.ndarray) -> np.ndarray:
+        """Float64 values k·10^-d, correctly rounded (the float a reader parses from k written with d decimals)."""
+        k = np.asarray(k)
+        if self.decimals >= 0:
+            return k / 10.0**self.decimals
+        return k * float(10 ** (-self.decimals))
+
+    def node_width(self, level: int) -> int:
+        """Leaves under one node of ``level`` (1 = top, ``levels`` = leaves)."""
+        return self.branching ** (self.levels - level)
+
+    def n_nodes(self, level: int) -> int:
+        """Nodes of ``level``."""
+        return -(-self.leaves // self.node_width(level))
+
+
+def _scaled(values: np.ndarray, d: int) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    return v * 10.0**d if d >= 0 else v / float(10 ** (-d))
+
+
+def _grid_ranges(edges: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`dpsynth.schema.grid_ranges`, also for steps of 10^-d with d < 0 (exact integer values)."""
+    if d >= 0:
+        return grid_ranges(edges, d)
+    u = float(10 ** (-d))
+    e = np.asarray(edges, dtype=np.float64)
+    first = np.ceil(e / u)
+    first = np.where(first * u < e, first + 1, first)
+    first = np.where((first - 1) * u >= e, first - 1, first)
+    last = np.floor(e[-1] / u)
+    last = last - 1 if last * u > e[-1] else last
+    last = last + 1 if (last + 1) * u <= e[-1] else last
+    lo, hi = first[:-1].copy(), first[1:] - 1
+    hi[-1] = last
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------- the mechanism
+
+
+@dataclass(frozen=True)
+class ColumnTree:
+    """The released noisy counts of one column's visited nodes: per level, node indices and counts."""
+
+    grid: ColumnGrid
+    nodes: tuple[np.ndarray, ...]
+    counts: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class ValueModel:
+    """The released fine distributions of a schema's numeric columns (ε_v-DP, pure).
+
+    ``scale`` is the discrete Laplace scale of every node and ``threshold`` the public expansion
+    threshold θ. Sampling (:meth:`sample_in_bins`) is post-processing.
+    """
+
+    epsilon: float
+    neighbours: Neighbours
+    max_contributions: int
+    scale: Fraction
+    threshold: float
+    trees: dict[str, ColumnTree]
+    _compiled: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def columns(self) -> list[str]:
+        """Names of the modelled columns."""
+        return list(self.trees)
+
+    def sample_in_bins(self, column: str, bin_codes: np.ndarray, *, rng: np.random.Generator,
+                       col: NumericColumn | None = None) -> np.ndarray:
+        """Grid points k (int64; the value is k·10^-d, :meth:`ColumnGrid.values`) for synthetic rows in ``bin_codes``.
+
+        Each row's value is drawn from the released fine distribution restricted to its bin (an
+        inverse CDF over the pieces of the bin, then uniform over the grid points of the piece); a
+        bin holding no released mass gets a uniform grid point of the bin. Codes ≥ bins (missing)
+        get an arbitrary grid point, to be masked by the caller. Post-processing: no privacy cost.
+        """
+        comp = self._compile(column, col)
+        c = np.minimum(np.asarray(bin_codes, dtype=np.int64), len(comp["bin_lo"]) - 1)
+        u = rng.random(len(c))
+        bin_mass = comp["bin_mass"][c]
+        target = comp["bin_start"][c] + u * bin_mass
+        piece = np.searchsorted(comp["cum"], target, side="right")
+        piece = np.clip(piece, comp["first_piece"][c], comp["last_piece"][c])
+        a, b = comp["piece_lo"][piece], comp["piece_hi"][piece]
+        empty = ~(bin_mass > 0)
+        a = np.where(empty, comp["bin_lo"][c], a)
+        b = np.where(empty, comp["bin_hi"][c], b)
+        return rng.integers(a, b + 1)
+
+    def _compile(self, column: str, col: NumericColumn | None) -> dict[str, Any]:
+        """Per bin, the pieces (frontier ∩ bin) with their masses, cumulated (cached)."""
+        if column in self._compiled:
+            return self._compiled[column]
+        tree = self.trees[column]
+        g = tree.grid
+        if col is None:
+            raise InputError(f"The value model of {column!r} needs its schema column to sample.")
+        bin_lo, bin_hi = g.bin_ranges(col)
+        if int(bin_lo[0]) != g.first or int(bin_hi[-1]) != g.last or np.any(bin_hi < bin_lo):
+            raise InputError(f"The value model of {column!r} does not match the schema's column (other bounds or grid).")
+        starts, masses = _frontier(tree, self.scale, self.threshold)  # in leaves
+        # frontier intervals in grid units: [first + start·width, …), density per grid point
+        f_lo = g.first + starts * g.width
+        f_hi = np.append(f_lo[1:], g.last + 1)
+        density = masses / np.maximum(f_hi - f_lo, 1)
+        breaks = np.unique(np.concatenate([f_lo, bin_lo, [g.last + 1]]))
+        p_lo, p_hi = breaks[:-1], breaks[1:] - 1
+        fid = np.searchsorted(f_lo, p_lo, side="right") - 1
+        bid = np.searchsorted(bin_lo, p_lo, side="right") - 1
+        pmass = density[fid] * (p_hi - p_lo + 1)
+        cum = np.cumsum(pmass)
+        bins = len(bin_lo)
+        first_piece = np.searchsorted(bid, np.arange(bins), side="left")
+        last_piece = np.searchsorted(bid, np.arange(bins), side="right") - 1
+        bin_mass = np.bincount(bid, weights=pmass, minlength=bins)
+        start = np.where(first_piece > 0, cum[np.maximum(first_piece - 1, 0)], 0.0)
+        comp = {"bin_lo": bin_lo, "bin_hi": bin_hi, "piece_lo": p_lo, "piece_hi": p_hi, "cum": cum,
+                "bin_mass": bin_mass, "bin_start": start, "first_piece": first_piece,
+                "last_piece": np.maximum(last_piece, first_piece)}
+        self._compiled[column] = comp
+        return comp
+
+    def bin_distribution(self, column: str, col: NumericColumn) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per bin, (grid points, probabilities) of the released distribution inside it (for tests and plots)."""
+        comp = self._compile(column, col)
+        out = []
+        for b in range(len(comp["bin_lo"])):
+            lo, hi = comp["bin_lo"][b], comp["bin_hi"][b]
+            k = np.arange(lo, hi + 1)
+            if not comp["bin_mass"][b] > 0:
+                out.append((k, np.full(len(k), 1.0 / len(k))))
+                continue
+            pieces = slice(comp["first_piece"][b], comp["last_piece"][b] + 1)
+            plo, phi = comp["piece_lo"][pieces], comp["piece_hi"][pieces]
+            pm = np.diff(np.concatenate([[comp["bin_start"][b]], comp["cum"][pieces]]))
+            idx = np.searchsorted(plo, k, side="right") - 1
+            p = pm[idx] / (phi - plo + 1)[idx]
+            out.append((k, p / p.sum()))
+        return out
+
+    # ---- release card and serialisation
+
+    def describe(self) -> dict[str, Any]:
+        """Release-card stage: mechanism, ε_v, its split, sensitivity, sources."""
+        total_levels = sum(t.grid.levels for t in self.trees.values())
+        per_level = self.epsilon / total_levels if total_levels else 0.0
+        delta1 = hierarchical_histogram_l1_sensitivity(self.neighbours, self.max_contributions, 1)
+        return {
+            "mechanism": "hierarchical histogram with discrete Laplace noise per visited node, pruned by a public"
+                         " threshold on released noisy counts",
+            "guarantee": f"{self.epsilon:g}-DP (pure)",
+            "epsilon": self.epsilon,
+            "delta": 0.0,
+            "split": "ε_v split equally over every (column, level) pair; basic composition (one row is in one node"
+                     " of every level of every column)",
+            "epsilon_per_level": per_level,
+            "l1_sensitivity_per_level": delta1,
+            "scale": str(self.scale),
+            "expansion_threshold": self.threshold,
+            "columns": {
+                name: {
+                    "grid": (f"multiples of 10^{-t.grid.decimals}" + ("" if t.grid.declared else
+                             " (automatic grid: the column declares no precision)")),
+                    "leaves": t.grid.leaves, "grid_points_per_leaf": t.grid.width,
+                    "branching": t.grid.branching, "levels": t.grid.levels,
+                    "epsilon": per_level * t.grid.levels,
+                    "visited_nodes": int(sum(len(n) for n in t.nodes)),
+                }
+                for name, t in self.trees.items()
+            },
+            "post_processing": "least-squares consistency over the visited tree (two-pass form), then a top-down"
+                               " non-negative split; values drawn from it inside each synthetic row's bin",
+            "sampler": "exact integer sampler (Canonne, Kamath & Steinke 2020, Alg. 2)",
+            "sources": SOURCES,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able released object: the noisy counts of the visited nodes and the public parameters."""
+        return {
+            "format": FORMAT,
+            "epsilon": self.epsilon,
+            "neighbours": self.neighbours.value,
+            "max_contributions": self.max_contributions,
+            "scale": str(self.scale),
+            "threshold": self.threshold,
+            "columns": {
+                name: {
+                    "grid": {"decimals": t.grid.decimals, "declared": t.grid.declared, "first": t.grid.first,
+                             "last": t.grid.last, "width": t.grid.width, "leaves": t.grid.leaves,
+                             "branching": t.grid.branching, "levels": t.grid.levels},
+                    "nodes": [n.tolist() for n in t.nodes],
+                    "counts": [c.tolist() for c in t.counts],
+                }
+                for name, t in self.trees.items()
+            },
+        }
+
+    def to_json(self) -> str:
+        """Deterministic JSON text of :meth:`to_dict` (sorted keys, no spaces)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ValueModel:
+        """Read a model written by :meth:`to_dict`; a malformed one is an :class:`InputError`."""
+        try:
+            if d.get("format") != FORMAT:
+                raise InputError(f"Not a value model ({d.get('format')!r}); expected {FORMAT!r}.")
+            trees = {}
+            for name, t in d["columns"].items():
+                g = t["grid"]
+                grid = ColumnGrid(name=str(name), decimals=int(g["decimals"]), declared=bool(g["declared"]),
+                                  first=int(g["first"]), last=int(g["last"]), width=int(g["width"]),
+                                  leaves=int(g["leaves"]), branching=int(g["branching"]), levels=int(g["levels"]))
+                nodes = tuple(np.asarray(n, dtype=np.int64) for n in t["nodes"])
+                counts = tuple(np.asarray(c, dtype=np.int64) for c in t["counts"])
+                if len(nodes) != len(counts) or any(len(a) != len(b) for a, b in zip(nodes, counts, strict=True)):
+                    raise InputError(f"Value model of {name!r}: nodes and counts do not match.")
+                trees[str(name)] = ColumnTree(grid, nodes, counts)
+            return cls(epsilon=float(d["epsilon"]), neighbours=Neighbours.parse(d["neighbours"]),
+                       max_contributions=int(d["max_contributions"]), scale=Fraction(d["scale"]),
+                       threshold=float(d["threshold"]), trees=trees)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"Malformed value model: {exc}.") from None
+
+
+def value_columns(schema: Schema) -> list[NumericColumn]:
+    """The numeric columns of ``schema`` a value model describes: all, except one whose bins are
+    narrower than the finest automatic grid (its values stay uniform inside bins)."""
+    return [c for c in schema.columns if isinstance(c, NumericColumn) and _has_grid_in_every_bin(c)]
+
+
+def fit_value_model(
+    data: pd.DataFrame | Mapping[str, np.ndarray], schema: Schema, *, epsilon: float,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE, max_contributions: int = 1, rng: np.random.Generator,
+    max_branching: int = MAX_BRANCHING,
+) -> ValueModel:
+    """Release the fine distribution of every numeric column of ``schema`` (ε-DP, pure; module docstring).
+
+    ``data`` holds the rows after contribution bounding (at most ``max_contributions`` rows per
+    person): a table, or per numeric column its parsed float64 values with NaN for empty
+    (:attr:`dpsynth.binning.Encoded.raw`, which saves parsing the text twice). Values outside the
+    bounds are clamped, then put on the nearest grid point; empty values are not counted (a row is
+    then in no node of that column). Noise is drawn from ``rng``.
+    """
+    grids = column_grids(schema, max_branching)
+    counts = {}
+    for col in value_columns(schema):
+        g = grids[col.name]
+        leaves = leaf_index(_column_values(data, col), col, g)
+        occupied, n = np.unique(leaves, return_counts=True)
+        counts[col.name] = (occupied, n)
+    return fit_value_model_from_counts(counts, schema, epsilon=epsilon, neighbours=neighbours,
+                                       max_contributions=max_contributions, rng=rng, max_branching=max_branching)
+
+
+def column_grids(schema: Schema, max_branching: int = MAX_BRANCHING) -> dict[str, ColumnGrid]:
+    """The public grid and tree of every numeric column (a function of the schema alone)."""
+    return {c.name: ColumnGrid.of(c, max_branching) for c in value_columns(schema)}
+
+
+def _has_grid_in_every_bin(col: NumericColumn) -> bool:
+    """False for a column so narrow that the automatic grid (at most 10^-9 fine) misses a bin."""
+    if col.grid_decimals is not None:
+        return True  # the schema already checks it
+    lo, hi = _grid_ranges(col.edges(), ColumnGrid.of(col).decimals)
+    return bool(np.all(hi >= lo))
+
+
+def leaf_index(values: np.ndarray, col: NumericColumn, g: ColumnGrid) -> np.ndarray:
+    """Leaf of each non-empty value: clamp to [lower, upper], nearest grid point k (half to even), (k − first) // width.
+
+    A per-row map (1-stable). An engine that counts where the data is computes the same map and
+    returns the counts of the occupied leaves to :func:`fit_value_model_from_counts`.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = np.clip(v[~np.isnan(v)], col.lower, col.upper)
+    return (g.units(v) - g.first) // g.width
+
+
+def fit_value_model_from_counts(
+    leaf_counts: Mapping[str, tuple[np.ndarray, np.ndarray]], schema: Schema, *, epsilon: float,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE, max_contributions: int = 1, rng: np.random.Generator,
+    max_branching: int = MAX_BRANCHING,
+) -> ValueModel:
+    """:func:`fit_value_model` from exact counts: per numeric column, (occupied leaf indices, their counts).
+
+    The leaves are those of :func:`leaf_index` for ``column_grids(schema, max_branching)``. Same
+    guarantee: ε-DP (pure) when the counts come from rows bounded to ``max_contributions`` per person.
+    """
+    eps = check_epsilon(epsilon)
+    rel = Neighbours.parse(neighbours)
+    grids = column_grids(schema, max_branching)
+    total_levels = sum(g.levels for g in grids.values())
+    per_level_l1 = hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1)
+    # every node: Δ₁ per level / (ε / total levels), rounded up to a rational (never less noise)
+    scale = noise.rational_at_least(Fraction(per_level_l1 * max(total_levels, 1)) / exact_epsilon(eps))
+    threshold = _threshold(scale, list(grids.values()))
+    trees = {}
+    for name, g in grids.items():
+        if name not in leaf_counts:
+            raise InputError(f"No counts were given for the numeric column {name!r}.")
+        idx, n = (np.asarray(a, dtype=np.int64) for a in leaf_counts[name])
+        if len(idx) != len(n) or (len(idx) and (idx.min() < 0 or idx.max() >= g.leaves or n.min() < 0)):
+            raise InputError(f"The leaf counts of {name!r} do not fit its {g.leaves:,} leaves.")
+        trees[name] = _measure(idx, n, g, scale, threshold, rng=rng)
+    return ValueModel(epsilon=eps, neighbours=rel, max_contributions=int(max_contributions), scale=scale,
+                      threshold=threshold, trees=trees)
+
+
+def _threshold(scale: Fraction, grids: list[ColumnGrid]) -> float:
+    """θ = scale · ln(2b): an empty node reaches it with probability ≤ 1/(2b), about 1/(4b) for scales ≫ 1 (public)."""
+    b = max((g.branching for g in grids), default=2)
+    return float(scale) * math.log(2 * b)
+
+
+def _column_values(data: pd.DataFrame | Mapping[str, np.ndarray], col: NumericColumn) -> np.ndarray:
+    """Float64 values of ``col`` with NaN for empty (text parsed as :func:`dpsynth.binning.encode` does)."""
+    if isinstance(data, pd.DataFrame):
+        if col.name not in data.columns:
+            raise InputError(f"The data has no column {col.name!r} named in the schema.")
+        from dpsynth.binning import _to_float
+
+        values, empty = _to_float(data[col.name], col.name)
+        return np.where(empty, np.nan, values)
+    if col.name not in data:
+        raise InputError(f"The data has no column {col.name!r} named in the schema.")
+    return np.asarray(data[col.name], dtype=np.float64)
+
+
+def _measure(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, scale: Fraction, threshold: float, *,
+             rng: np.random.Generator) -> ColumnTree:
+    """Noisy counts of the visited nodes, level by level, from the exact counts of the occupied leaves."""
+    nodes, counts = [], []
+    visit = np.arange(g.n_nodes(1), dtype=np.int64)
+    for level in range(1, g.levels + 1):
+        exact = np.bincount(leaves // g.node_width(level), weights=weights, minlength=g.n_nodes(level))[visit]
+        exact = np.rint(exact).astype(np.int64)
+        noisy = exact + noise.discrete_laplace(scale, len(visit), rng=rng)
+        nodes.append(visit)
+        counts.append(noisy.astype(np.int64))
+        if level == g.levels:
+            break
+        grow = visit[noisy >= threshold]
+        child = (grow[:, None] * g.branching + np.arange(g.branching)[None, :]).ravel()
+        visit = child[child < g.n_nodes(level + 1)]
+    return ColumnTree(g, tuple(nodes), tuple(counts))
+
+
+# -------------------------------------------------------------------------- post-processing
+
+
+def _frontier(tree: ColumnTree, scale: Fraction, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """A partition of the leaves into intervals (their first leaves, sorted) and a mass for each.
+
+    Least-squares consistency (two passes) over the visited tree, then the top-down
+    non-negative split of the module docstring.
+    """
+    g = tree.grid
+    h = len(tree.nodes)
+    b = g.branching
+    y = [c.astype(np.float64) for c in tree.counts]
+    # the children of an expanded node are all visited, in order: their parent's position
+    pos = [np.searchsorted(tree.nodes[lv], tree.nodes[lv + 1] // b) for lv in range(h - 1)]
+    expanded = [np.bincount(pos[lv], minlength=len(y[lv])) > 0 for lv in range(h - 1)] + [np.zeros(len(y[-1]), bool)]
+    # bottom-up: z = best estimate from the subtree, v its variance (unit: one node's noise variance)
+    z: list[np.ndarray] = [np.empty(0)] * h
+    v: list[np.ndarray] = [np.empty(0)] * h
+    z[h - 1], v[h - 1] = y[h - 1].copy(), np.ones(len(y[h - 1]))
+    for lv in range(h - 2, -1, -1):
+        sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
+        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
+        e = expanded[lv]
+        zz, vv = y[lv].copy(), np.ones(len(y[lv]))
+        w = 1.0 / np.where(e, sv, 1.0)
+        zz[e] = ((y[lv] + sz * w) / (1.0 + w))[e]
+        vv[e] = (1.0 / (1.0 + w))[e]
+        z[lv], v[lv] = zz, vv
+    # top-down: distribute each expanded node's residual over its children in proportion to their variances
+    x = [z[0].copy()] + [np.empty(0)] * (h - 1)
+    for lv in range(h - 1):
+        sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
+        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
+        p = pos[lv]
+        x[lv + 1] = z[lv + 1] + v[lv + 1] / np.maximum(sv[p], 1e-300) * (x[lv] - sz)[p]
+    # top-down non-negative split; a virtual root holds the level-1 nodes. The intervals emitted
+    # (every visited node that was not expanded, and the leaves) partition the leaves.
+    width = [g.node_width(lv + 1) for lv in range(h)]
+
+    def split(level: int, parent_of: np.ndarray, n_parents: int, parent_x: np.ndarray,
+              parent_m: np.ndarray) -> np.ndarray:
+        """Masses of the children at ``level`` given their parents' consistent estimates and masses."""
+        xc = x[level]
+        sig = y[level] >= threshold
+        a = np.where(sig, np.maximum(xc, 0.0), 0.0)
+        size = _node_sizes(tree.nodes[level], width[level], g.leaves).astype(np.float64)
+        sum_a = np.bincount(parent_of, weights=a, minlength=n_parents)
+        sum_sig_x = np.bincount(parent_of, weights=np.where(sig, xc, 0.0), minlength=n_parents)
+        rest_size = np.bincount(parent_of, weights=np.where(sig, 0.0, size), minlength=n_parents)
+        all_size = np.bincount(parent_of, weights=size, minlength=n_parents)
+        rest = np.where(rest_size > 0, np.maximum(parent_x - sum_sig_x, 0.0), 0.0)
+        denom = sum_a + rest
+        ok = denom > 0
+        f = np.where(ok, parent_m / np.where(ok, denom, 1.0), 0.0)[parent_of]
+        # the remainder goes to the children below θ in proportion to their clamped consistent
+        # counts (evenly by size if none is positive): a point mass just under θ keeps most of it
+        wr = np.where(sig, 0.0, np.maximum(xc, 0.0))
+        wsum = np.bincount(parent_of, weights=wr, minlength=n_parents)[parent_of]
+        share_rest = np.where(wsum > 0, wr / np.where(wsum > 0, wsum, 1.0), size / np.maximum(rest_size[parent_of], 1.0))
+        shared = np.where(sig, f * a, f * rest[parent_of] * share_rest)
+        # no child holds mass: the parent's mass is spread evenly over its leaves
+        even = parent_m[parent_of] * size / np.maximum(all_size[parent_of], 1.0)
+        return np.where(ok[parent_of], shared, even)
+
+    root_x = np.array([x[0].sum()])
+    m = split(0, np.zeros(len(y[0]), dtype=np.int64), 1, root_x, np.maximum(root_x, 0.0))
+    starts_out, mass_out = [], []
+    for lv in range(h):
+        done = ~expanded[lv]
+        starts_out.append(tree.nodes[lv][done] * width[lv])
+        mass_out.append(m[done])
+        if lv < h - 1:
+            m = split(lv + 1, pos[lv], len(m), x[lv], m)
+    starts = np.concatenate(starts_out)
+    mass = np.concatenate(mass_out)
+    order = np.argsort(starts, kind="stable")
+    return starts[order], mass[order]
+
+
+def _node_sizes(idx: np.ndarray, width: int, leaves: int) -> np.ndarray:
+    """Leaves under each node (the last node of a level may be short)."""
+    return np.minimum((idx + 1) * width, leaves) - idx * width
