@@ -74,6 +74,7 @@ def run() -> None:
             st.Page(HERE / "pages" / "2_schema.py", title="2 · Schema", icon=":material/table_chart:", url_path="schema"),
             st.Page(HERE / "pages" / "3_privacy.py", title="3 · Privacy", icon=":material/lock:", url_path="privacy"),
             st.Page(HERE / "pages" / "4_release.py", title="4 · Release", icon=":material/rocket_launch:", url_path="release"),
+            st.Page(HERE / "pages" / "11_releases.py", title="Releases", icon=":material/inventory_2:", url_path="releases"),
         ],
         "Check it (only you see these)": [
             st.Page(HERE / "pages" / "5_utility.py", title="Utility", icon=":material/bar_chart:", url_path="utility"),

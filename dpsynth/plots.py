@@ -296,6 +296,7 @@ def reconstruction_figure(sweep: Any, chosen: Any = None) -> go.Figure:
                       xaxis_range=[np.log10(min(xs)) - 0.2, np.log10(max(xs)) + 0.2],
                       yaxis_title="share of secrets recovered", yaxis_tickformat=".0%", yaxis_range=[0.4, 1.03],
                       height=420, legend={"orientation": "h", "y": -0.25})
+    return fig
 
 
 # ---------------------------------------------------------------- inference on a release

@@ -232,6 +232,7 @@ def release(
     threshold: int = 1,
     archive: Any = None,
     value_share: float | None = None,
+    accept_data_derived: bool = True,
 ) -> Release:
     """Release a noisy histogram (or noisy marginals) of a DataFrame and synthetic rows sampled from it.
 
@@ -248,7 +249,8 @@ def release(
         raise InputError("The table has no columns.")
     req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
                          method=method, rows=rows, expected_rows=expected_rows, id_column=id_column,
-                         max_contributions=max_contributions, threshold=threshold, value_share=value_share)
+                         max_contributions=max_contributions, threshold=threshold, value_share=value_share,
+                         accept_data_derived=accept_data_derived)
     return run(df, req, engine="pandas", rng=rng, seed=seed, ledger=ledger, dataset_id=dataset_id,
                dataset_label=dataset_label, budget=budget, purpose=purpose, created=created, progress=progress,
                archive=archive)
@@ -281,6 +283,7 @@ def release_from_source(
     method: Method = "histogram",
     archive: Any = None,
     value_share: float | None = None,
+    accept_data_derived: bool = True,
 ) -> Release:
     """The same release counted on an engine (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from
     ``source`` (a CSV/Parquet path, or a table native to the engine); only the counts come back.
@@ -290,7 +293,8 @@ def release_from_source(
     """
     req = ReleaseRequest(schema=schema, epsilon=epsilon, delta=delta, neighbours=_rel(neighbours), mechanism=mechanism,
                          method=method, rows=rows, expected_rows=expected_rows, threshold=threshold,
-                         sparse_method=sparse_method, value_share=value_share)
+                         sparse_method=sparse_method, value_share=value_share,
+                         accept_data_derived=accept_data_derived)
     return run(source, req, engine=engine, engine_options=engine_options, rng=rng, seed=seed, ledger=ledger,
                dataset_id=dataset_id, dataset_label=dataset_label, budget=budget, purpose=purpose, created=created,
                progress=progress, outputs=Outputs(synthetic=synthetic_path), archive=archive)

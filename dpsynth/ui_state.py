@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import uuid
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -97,9 +98,12 @@ class AppState:
     release_files: dict[str, bytes] = field(default_factory=dict)  # the release's downloads, built once
     release_zip: bytes = b""
     release_attempt: int = 0  # part of the Release button's key: a double click cannot release twice
-    release_in_progress: bool = False
     release_messages: list[str] = field(default_factory=list)
     release_settings: str | None = None  # settings_key() when the shown release was made
+    release_job_id: str | None = None  # a release running on the server for this session (dpsynth.jobs)
+    pending_settings: str | None = None  # settings_key() of that running release
+    session_token: str = field(default_factory=lambda: uuid.uuid4().hex)  # owner of this session's jobs
+    schema_restored: bool = False  # the schema was restored from this dataset's kept schema work
     # --- curator-only analyses of the current release, kept so reruns do not recompute them
     analyses: dict[str, Any] = field(default_factory=dict)
     # --- a release zip uploaded on the Analyse page (public files; kept apart from this session's own release)
@@ -172,6 +176,15 @@ class AppState:
         if self.epsilon > left.epsilon + 1e-9:
             return (f"This release asks for ε = {number(self.epsilon)} but only ε = {budget(left.epsilon)} is left in"
                     f" this dataset's budget. Lower ε to at most {budget(left.epsilon)} on the Privacy page.")
+        schema, _ = self.schema()
+        if schema is not None and not self.accept_data_derived:
+            from dpsynth.provenance import data_derived_summary
+
+            derived = data_derived_summary(schema)
+            if derived:
+                return (f"The schema still holds values read off the data, which are not private: {derived}. On the"
+                        " Schema page, replace them with public values, estimate them privately, or explicitly"
+                        " accept publishing them (the release card then says so first).")
         delta = self.spend_delta()
         if delta > left.delta * (1 + 1e-9):
             return (f"This release asks for δ = {number(delta)} but only δ = {number(left.delta)} is left. Choose"
@@ -239,6 +252,14 @@ class AppState:
             draft, left_out = draft_schema(df)
             self.schema_table = schema_to_table(draft, list(map(str, df.columns)))
             self.left_out = left_out
+        kept = self.schema_store().load(self.dataset_id)
+        if kept is not None and list(kept.columns) == list(self.schema_table.columns) and \
+                sorted(kept["column"].astype(str)) == sorted(self.schema_table["column"].astype(str)):
+            # the same table loaded again: the curator's schema work (typed values, private estimates) comes back
+            self.schema_table = kept
+            self.schema_restored = True
+        else:
+            self.schema_restored = False
         self.editor_version += 1
         self.clear_release()
         self.reset_privacy_choices()
@@ -328,6 +349,74 @@ class AppState:
         if self.schema_table is None:
             return
         self.schema_table = mark_edits_public(self.schema_table, _typed(edited))
+
+    def schema_store(self) -> Any:
+        """Where this dataset's schema work is kept (beside the release archive)."""
+        from dpsynth.schema_store import SchemaStore
+
+        return SchemaStore.for_ledger(self.ledger_path)
+
+    def save_schema_work(self) -> None:
+        """Keep the schema editor's table with the dataset (restored when the same table is loaded again)."""
+        if self.dataset_id is not None and self.schema_table is not None:
+            try:
+                self.schema_store().save(self.dataset_id, self.schema_table)
+            except OSError:
+                pass  # the schema stays in this session; keeping it is a convenience, never a condition
+
+    # ------------------------------------------------------------ releases on the server (dpsynth.jobs)
+    def start_release(self, schema: Schema) -> None:
+        """Start this release on its own thread; the pipeline charges the ledger and keeps the result in the
+        release archive whatever happens to the page."""
+        from dpsynth import jobs
+        from dpsynth.archive import Archive
+        from dpsynth.errors import DPSynthError
+        from dpsynth.release import release, release_from_source
+
+        self.save_schema_work()
+        ledger = self.ledger()
+        archive = Archive.for_ledger(ledger)
+        common = dict(epsilon=self.epsilon, delta=self.spend_delta(), neighbours=self.neighbours,
+                      mechanism=self.mechanism, method=self.method, seed=self.demo_seed, ledger=ledger,
+                      dataset_id=self.dataset_id, dataset_label=self.data_label, budget=self.budget(),
+                      expected_rows=self.expected_rows, archive=archive, accept_data_derived=self.accept_data_derived)
+        if self.source_path is not None:
+            if self.id_column:
+                raise InputError("Several rows per person need an uploaded table for now; a server file counts one"
+                                 " row per record.")
+            path = self.source_path
+
+            def run(progress):  # noqa: ANN001, ANN202 - (fraction, message) callback -> Release
+                return release_from_source(path, schema, engine="duckdb", progress=progress, **common)
+        else:
+            data, id_column, k = self.data, self.id_column, self.max_contributions
+
+            def run(progress):  # noqa: ANN001, ANN202
+                return release(data, schema, id_column=id_column, max_contributions=k, progress=progress, **common)
+
+        self.pending_settings = self.settings_key()
+        self.release_job_id = jobs.start(run, owner=self.session_token, errors=(DPSynthError,)).id
+
+    def release_job(self) -> Any:
+        """The release this session started and has not taken yet (a :class:`dpsynth.jobs.Job`), or None."""
+        from dpsynth import jobs
+
+        return jobs.get(self.release_job_id, owner=self.session_token)
+
+    def finish_release(self, job: Any) -> None:
+        """Take a finished job's release (or its error) into the session."""
+        self.release_job_id = None
+        if job.status == "failed":
+            self.release_error = job.error
+            return
+        rel = job.result
+        self.release = rel
+        self.release_settings = self.pending_settings
+        self.release_files = rel.files()
+        self.release_zip = rel.zip()
+        self.release_error = None
+        self.release_messages = rel.report.messages()
+        self.analyses = {}
 
     def clear_release(self) -> None:
         """Forget the current release and its analyses (the ledger keeps its spend)."""

@@ -46,3 +46,18 @@ def visible_rows(user: str | None, admins: Iterable[str], loaded: Iterable[str |
 
     allowed = visible_dataset_ids(user, admins, loaded, [ds(r) for r in rows])
     return [r for r in rows if ds(r) in allowed]
+
+
+def viewer_from(secrets: Any, user: Any) -> tuple[str | None, list[str]]:
+    """(the signed-in email, or None when no login is configured; the deployment's admin emails), from the
+    dashboard's secrets (``st.secrets``: an ``[auth]`` section means login is on; ``[dpsynth] admins``) and
+    its user object (``st.user``). Pure: the pages pass both in."""
+    try:
+        configured = "auth" in secrets
+        admins = [str(a) for a in secrets.get("dpsynth", {}).get("admins", [])]
+    except Exception:  # noqa: BLE001 - no secrets file at all: a single-user (local) deployment
+        return None, []
+    if not configured:
+        return None, admins
+    email = user.get("email") if getattr(user, "is_logged_in", False) else None
+    return str(email or ""), admins

@@ -187,6 +187,10 @@ def main() -> None:
                                           "source", "integer", "decimals", "unknown"],
                             height=min(36 * (len(state.schema_table) + 1) + 3, 740))
     state.take_edits(edited)
+    state.save_schema_work()  # kept with the dataset: loading the same table again restores this work
+    if state.schema_restored:
+        st.caption("This table was loaded before: the schema you built for it (public values and private estimates)"
+                   " was restored.")
     schema, errors = state.schema()
     provenance_section(state, schema)
     for msg in errors:

@@ -1,59 +1,43 @@
-"""Release page: one explicit button spends the budget (ledger first); the result stays in the session."""
+"""Release page: one explicit button spends the budget (ledger first); the release runs on the server to completion
+and is kept in the release archive (the Releases page shows it again after a reload or a restart)."""
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
-from dpsynth.artifacts import card_markdown, release_files, release_zip
-from dpsynth.errors import DPSynthError, InputError
+from dpsynth.artifacts import card_markdown
+from dpsynth.errors import DPSynthError
 from dpsynth.humanize import cells, number
 from dpsynth.plan import ReleaseRequest, make_plan
-from dpsynth.release import card_summary_line, release, release_from_source
+from dpsynth.release import card_summary_line
 from dpsynth.ui_state import AppState, get_state
 
 
-def do_release(state: AppState) -> None:
-    """Make the release once: the ledger is charged inside ``release()`` before any noise is drawn."""
+def start_release(state: AppState) -> None:
+    """Start the release on its own thread (:mod:`dpsynth.jobs`): it runs to completion whatever this page does
+    (navigation, reload, a closed tab), and the pipeline keeps it in the release archive once charged."""
     schema, errors = state.schema()
     if schema is None:
         state.release_error = " ".join(errors)
         return
-    settings = state.settings_key()  # what the release is made with, taken before it starts
     # A new key for the next button: a second click of this one (double-click) is then ignored.
     state.release_attempt += 1
-    state.release_in_progress = True
-    bar = st.progress(0.0, text="Starting")
-    try:
-        state.release = release_server_file(state, schema, bar) if state.source_path is not None else release(
-            state.data, schema, epsilon=state.epsilon, delta=state.spend_delta(), neighbours=state.neighbours,
-            mechanism=state.mechanism, method=state.method, seed=state.demo_seed, ledger=state.ledger(),
-            dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
-            id_column=state.id_column, max_contributions=state.max_contributions, expected_rows=state.expected_rows,
-            progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
-        )
-        state.release_settings = settings
-        bar.progress(1.0, text="Preparing the downloads")
-        state.release_files = release_files(state.release)
-        state.release_zip = release_zip(state.release)
-        state.release_error = None
-        state.release_messages = state.release.report.messages()
-        state.analyses = {}
-    except DPSynthError as exc:
-        state.release_error = str(exc)
-    state.release_in_progress = False
+    state.release_error = None
+    state.start_release(schema)
 
 
-def release_server_file(state: AppState, schema, bar):  # noqa: ANN001, ANN201 - Schema, st.progress -> Release
-    """A server file: counted on DuckDB straight from disk (the library's engine path; one row per person)."""
-    if state.id_column:
-        raise InputError("Several rows per person need an uploaded table for now; a server file counts one row per record.")
-    return release_from_source(
-        state.source_path, schema, engine="duckdb", epsilon=state.epsilon, delta=state.spend_delta(),
-        neighbours=state.neighbours, mechanism=state.mechanism, seed=state.demo_seed, ledger=state.ledger(),
-        dataset_id=state.dataset_id, dataset_label=state.data_label, budget=state.budget(),
-        expected_rows=state.expected_rows, method=state.method,
-        progress=lambda f, msg: bar.progress(min(1.0, f), text=msg),
-    )
+def follow_release(state: AppState) -> None:
+    """Show the running release's progress until it ends, then take its result (or its error)."""
+    job = state.release_job()
+    if job is None:
+        return
+    bar = st.progress(job.fraction, text=job.message)
+    while job.status == "running":
+        time.sleep(0.2)
+        bar.progress(min(1.0, job.fraction), text=job.message)
+    state.finish_release(job)
 
 
 def release_blocker(state: AppState) -> str | None:
@@ -153,6 +137,7 @@ def main() -> None:
         st.info("Load a dataset first.")
         st.page_link("pages/1_data.py", label="Go to Data", icon=":material/upload_file:")
         return
+    follow_release(state)  # a release started earlier (also before leaving this page) is picked up here
     if state.release is not None:
         show_release(state)
         return
@@ -172,11 +157,6 @@ def main() -> None:
                        " and testing only, and its card says so.")
         else:
             state.demo_seed = None
-    if state.release_in_progress:
-        # the previous run stopped inside release() (e.g. the page was left): its spend may be recorded
-        state.release_in_progress = False
-        st.warning("The last release was interrupted before it finished; check the ledger: its spend may already be"
-                   " recorded. Press the button to try again (this spends again).")
     if state.release_error:
         st.error(state.release_error)
     blocker = release_blocker(state)
@@ -184,7 +164,7 @@ def main() -> None:
         st.error(blocker)
     if ok and st.button(f"Release with ε = {state.epsilon:g} (spends budget)", key=f"release_button_{state.release_attempt}",
                         type="primary", disabled=blocker is not None):
-        do_release(state)
+        start_release(state)
         st.rerun()
 
 

@@ -12,7 +12,7 @@ from dpsynth.accounting import PrivacyBudget
 from dpsynth.humanize import budget
 from dpsynth.io import to_safe_csv
 from dpsynth.ui_state import AppState, get_state, show_errors
-from dpsynth.visibility import is_admin, visible_rows
+from dpsynth.visibility import is_admin, viewer_from, visible_rows
 
 SPEND_COLUMNS = ["spend_id", "dataset_id", "time", "mechanism", "epsilon", "delta", "purpose", "release_id"]
 EVENT_COLUMNS = ["event_id", "dataset_id", "time", "old_epsilon", "old_delta", "new_epsilon", "new_delta", "reason"]
@@ -20,15 +20,7 @@ EVENT_COLUMNS = ["event_id", "dataset_id", "time", "old_epsilon", "old_delta", "
 
 def viewer() -> tuple[str | None, list[str]]:
     """(the signed-in email, or None when no login is configured; the deployment's admin emails)."""
-    try:
-        configured = "auth" in st.secrets
-        admins = list(st.secrets.get("dpsynth", {}).get("admins", []))
-    except Exception:  # noqa: BLE001 - no secrets file at all: a single-user (local) deployment
-        return None, []
-    if not configured:
-        return None, admins
-    user = st.user.get("email") if getattr(st.user, "is_logged_in", False) else None
-    return str(user or ""), admins
+    return viewer_from(st.secrets, st.user)
 
 
 def budget_change_form(state: AppState, ledger, row: pd.Series) -> None:  # noqa: ANN001 - a Ledger
