@@ -64,11 +64,11 @@ class Neighbours(StrEnum):
         if self is Neighbours.ADD_REMOVE:
             return (
                 "Adding or removing one person's records changes the output distribution by at most"
-                " a factor e^ε (the dataset size is also protected)."
+                " a factor e^ε — for ε = 1 about 2.7 times (the dataset size is also protected)."
             )
         return (
             "Replacing one person's records by any others changes the output distribution by at"
-            " most a factor e^ε (the dataset size is treated as public)."
+            " most a factor e^ε — for ε = 1 about 2.7 times (the dataset size is treated as public)."
         )
 
 

@@ -30,11 +30,11 @@ from dpsynth.histogram import histogram_frame
 from dpsynth.io import escape_cell, to_safe_csv
 from dpsynth.randomness import CHUNK_KEY, MODEL_KEY, fast_rng
 from dpsynth.schema import Schema
-from dpsynth.synthesis import CHUNK_ROWS, RowSampler, check_rows
+from dpsynth.synthesis import CHUNK_ROWS, Chunked, RowSampler, check_rows
 
 
 @dataclass(frozen=True)
-class ModelSampler:
+class ModelSampler(Chunked):
     """The rows of a fitted marginal model, in chunks: chunk i is sampled ancestrally from stream (2, i)
     and its values drawn from stream (1, i) under the seed — any chunk on any thread, bytes independent
     of the number of threads (the law is the model's, i.i.d. rows)."""
@@ -43,13 +43,6 @@ class ModelSampler:
     rows: int
     seed: int
     chunk_rows: int = CHUNK_ROWS
-
-    @property
-    def n_chunks(self) -> int:
-        return -(-self.rows // self.chunk_rows)
-
-    def chunk_sizes(self) -> list[int]:
-        return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
 
     def chunk_cells(self, index: int) -> tuple[np.ndarray, np.random.Generator]:
         """Codes (rows × columns) of chunk ``index`` and that chunk's generator for decoding values."""

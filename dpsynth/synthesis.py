@@ -68,8 +68,24 @@ def check_rows(rows: int) -> None:
         raise InputError(f"The number of synthetic rows must be between 0 and {MAX_SYNTHETIC_ROWS:,}, got {rows:,}.")
 
 
+class Chunked:
+    """Rows served in chunks of ``chunk_rows`` (the last one the remainder); needs ``rows`` and ``chunk_rows``."""
+
+    rows: int
+    chunk_rows: int
+
+    @property
+    def n_chunks(self) -> int:
+        """Number of chunks (0 when there are no rows)."""
+        return -(-self.rows // self.chunk_rows)
+
+    def chunk_sizes(self) -> list[int]:
+        """Rows of each chunk: ``chunk_rows`` each, the last one the remainder."""
+        return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
+
+
 @dataclass(frozen=True)
-class RowSampler:
+class RowSampler(Chunked):
     """The cells of ``rows`` synthetic rows, i.i.d. from ``weights`` over ``support``, served in chunks.
 
     ``support`` holds flat cell indices (row-major over the schema's sizes) and ``weights`` their
@@ -119,15 +135,6 @@ class RowSampler:
             guide = np.searchsorted(cdf, np.arange(g, dtype=np.int64) * bucket, side="right")
             return cls(s, None, int(n_cells), int(rows), seed, int(chunk_rows), cdf, guide, bucket)
         return cls(s, w / w.sum(), int(n_cells), int(rows), seed, int(chunk_rows))
-
-    @property
-    def n_chunks(self) -> int:
-        """Number of chunks (0 when there are no rows)."""
-        return -(-self.rows // self.chunk_rows)
-
-    def chunk_sizes(self) -> list[int]:
-        """Rows of each chunk: ``chunk_rows`` each, the last one the remainder."""
-        return [min(self.chunk_rows, self.rows - start) for start in range(0, self.rows, self.chunk_rows)]
 
     def chunk_cells(self, index: int) -> tuple[np.ndarray, np.random.Generator]:
         """Flat cells of chunk ``index`` in random order, and that chunk's generator for decoding its values.

@@ -253,13 +253,17 @@ class AppState:
             self.schema_table = schema_to_table(draft, list(map(str, df.columns)))
             self.left_out = left_out
         kept = self.schema_store().load(self.dataset_id)
-        if kept is not None and list(kept.columns) == list(self.schema_table.columns) and \
-                sorted(kept["column"].astype(str)) == sorted(self.schema_table["column"].astype(str)):
-            # the same table loaded again: the curator's schema work (typed values, private estimates) comes back
-            self.schema_table = kept
-            self.schema_restored = True
-        else:
-            self.schema_restored = False
+        self.schema_restored = False
+        if kept is not None and len(kept) and list(kept.columns) == list(self.schema_table.columns):
+            # the same table loaded again: the curator's schema work (public values, private estimates) comes back
+            # over the fresh draft, row by row
+            table = self.schema_table.copy()
+            where = {str(c): i for i, c in zip(table.index, table["column"].astype(str), strict=True)}
+            for _, row in kept.iterrows():
+                if str(row["column"]) in where:
+                    table.loc[where[str(row["column"])]] = row.to_numpy()
+                    self.schema_restored = True
+            self.schema_table = table
         self.editor_version += 1
         self.clear_release()
         self.reset_privacy_choices()
@@ -357,12 +361,17 @@ class AppState:
         return SchemaStore.for_ledger(self.ledger_path)
 
     def save_schema_work(self) -> None:
-        """Keep the schema editor's table with the dataset (restored when the same table is loaded again)."""
-        if self.dataset_id is not None and self.schema_table is not None:
-            try:
-                self.schema_store().save(self.dataset_id, self.schema_table)
-            except OSError:
-                pass  # the schema stays in this session; keeping it is a convenience, never a condition
+        """Keep the curator's schema work with the dataset: the rows whose every value is public or a private
+        estimate. A row still holding a value read off the data is never written to disk (it is not private);
+        loading the table again drafts it afresh."""
+        if self.dataset_id is None or self.schema_table is None:
+            return
+        kept = self.schema_table[self.schema_table["source"].map(
+            lambda label: _LABEL_TO_SOURCE.get(str(label)) in ("public", "private"))]
+        try:
+            self.schema_store().save(self.dataset_id, kept)
+        except OSError:
+            pass  # the schema stays in this session; keeping it is a convenience, never a condition
 
     # ------------------------------------------------------------ releases on the server (dpsynth.jobs)
     def start_release(self, schema: Schema) -> None:

@@ -39,7 +39,7 @@ def pick_release(state: AppState) -> tuple[LoadedRelease | None, dict[str, Any]]
             state.analyses["inference_results"] = {}
         return state.analyses["inference_release"], state.analyses["inference_results"]
     up = st.file_uploader("Release zip (as downloaded from the Release page or written by the command line)",
-                          type=["zip"], key="analyse_upload")
+                          type=["zip"], key="analyse_upload", max_upload_size=50)
     if up is None:
         st.info("Upload a release zip to analyse it. Only its released files are read.")
         return None, {}

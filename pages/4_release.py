@@ -13,6 +13,7 @@ from dpsynth.humanize import cells, number
 from dpsynth.plan import ReleaseRequest, make_plan
 from dpsynth.release import card_summary_line
 from dpsynth.ui_state import AppState, get_state
+from dpsynth.verdicts import release_verdict
 
 
 def start_release(state: AppState) -> None:
@@ -83,7 +84,13 @@ def show_release(state: AppState) -> None:
         st.warning(":material/history: **Made with different settings.** This release was made before you changed"
                    " ε, δ, the noise, the method or the schema; it does not reflect the current settings. Press"
                    " **Start a new release** below to release with them (this spends budget again).")
-    st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.")
+    verdict = release_verdict(rel.synthetic)  # from the released rows only: collapsed or empty columns
+    kept = f" Kept in the release archive as {rel.archive_id}." if rel.archive_id else ""
+    if verdict.ok:
+        st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.{kept}")
+    else:
+        st.warning(f"Released, but poor: {card_summary_line(card)}. {verdict.message} " + " ".join(verdict.advice)
+                   + f" The spend is recorded in the ledger.{kept}")
     for w in card["warnings"]:
         st.warning(w)
     if state.release_messages:

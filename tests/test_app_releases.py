@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from dpsynth import jobs
 from dpsynth.accounting import Ledger
 from dpsynth.archive import Archive
+from dpsynth.ui_state import SOURCE_LABELS
 from tests.test_app_pages import APP, TIMEOUT, no_exception, released, state_of, uploaded, with_public_bounds
 
 
@@ -78,9 +79,14 @@ def test_schema_work_comes_back_with_the_same_table(ledger_path: Path) -> None:
     state = state_of(at)
     table = state.schema_table.copy()
     table.loc[0, "bins"] = 7
+    table.loc[0, "source"] = SOURCE_LABELS["public"]  # the curator declared this row public
+    for f in ("src_lower", "src_upper", "src_bins", "src_categories"):
+        table.loc[0, f] = "public"
     state.schema_table = table
-    at.run()
     state.save_schema_work()
     other = uploaded(ledger_path)  # the same file in a new session
     restored = state_of(other)
     assert restored.schema_restored and int(restored.schema_table.loc[0, "bins"]) == 7
+    # rows still read off the data are never written to disk: they are drafted afresh
+    kept = restored.schema_store().load(restored.dataset_id)
+    assert list(kept["column"]) == [table.loc[0, "column"]]

@@ -5,27 +5,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from dpsynth.accounting import Ledger
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
-from dpsynth.ui_state import SOURCE_LABELS, STATE_KEY, AppState, editor_view, schema_to_table
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-TIMEOUT = 120
-
-
-def small_csv(n: int = 400, seed: int = 3) -> bytes:
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({
-        "age": rng.integers(18, 90, n),
-        "colour": rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]),
-        "income": rng.choice(["low", "high"], n),
-    })
-    return df.to_csv(index=False).encode()
+from dpsynth.ui_state import SOURCE_LABELS, editor_view, schema_to_table
+from tests.test_app_pages import APP, TIMEOUT, no_exception, small_csv, state_of  # noqa: E402
 
 
 @pytest.fixture
@@ -33,14 +19,6 @@ def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ledger.sqlite"
     monkeypatch.setenv("DPSYNTH_LEDGER", str(path))
     return path
-
-
-def state_of(at: AppTest) -> AppState:
-    return at.session_state[STATE_KEY]
-
-
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def uploaded(data: bytes | None = None) -> AppTest:

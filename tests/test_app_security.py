@@ -55,6 +55,8 @@ def test_a_new_session_sees_nothing_of_another(tmp_path: Path, monkeypatch: pyte
     a.run()
     assert "canary.csv" in page_text(a) and "CANARY_9f3a" in page_text(a)  # session A does show it (preview)
     a.switch_page("pages/4_release.py").run()
+    a.session_state[STATE_KEY].accept_data_derived = True  # the drafted schema, accepted: this test is about sessions
+    a.run()
     a.button(key="release_button_0").click().run()
     assert a.session_state[STATE_KEY].release is not None
     spent = Ledger(ledger).spends()
@@ -82,5 +84,7 @@ def test_a_reload_keeps_the_budget_spent(tmp_path: Path, monkeypatch: pytest.Mon
         spent = {m.label: m.value for m in at.metric}["spent so far"]
         assert spent == expected_spent
         at.switch_page("pages/4_release.py").run()
+        at.session_state[STATE_KEY].accept_data_derived = True  # the drafted schema, accepted: this test is about sessions
+        at.run()
         at.button(key="release_button_0").click().run()
         assert not at.exception

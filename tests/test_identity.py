@@ -211,6 +211,7 @@ def test_one_budget_for_one_table_in_any_form_and_entry_point(tmp_path, small_df
     schema = tmp_path / "schema.json"
     schema.write_text(small_schema.to_json())
     led = tmp_path / "ledger.sqlite"
+    Ledger(led)  # a ledger named on the command line must exist (ledger init)
     for i, (name, engine) in enumerate([("a.csv", "pandas"), ("b.csv", "duckdb"), ("c.parquet", "duckdb"),
                                         ("d.xlsx", "pandas")]):
         code = main(["release", str(tmp_path / name), "--schema", str(schema), "--epsilon", "0.5", "--engine", engine,

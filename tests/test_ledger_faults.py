@@ -208,10 +208,9 @@ def run_child(tmp_path: Path, kill_at: str = "never", kill_iter: int = -1, loops
 
 
 @pytest.mark.parametrize("point,charged_at_kill", [
-    ("progress 0.05", False),  # checking the data
-    ("progress 0.15", False),  # about to charge
-    ("progress 0.3", True),  # charged, before any noise
-    ("progress 0.6", True),  # noise drawn, before sampling rows
+    ("progress 0.02", False),  # checking the data
+    ("progress 0.45", False),  # about to charge
+    ("progress 0.5", True),  # charged, before any noise
     ("progress 1", True),  # release object built
     ("released", True),  # returned to the caller, not yet shown
     ("mid-write", True),  # half the file on disk

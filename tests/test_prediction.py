@@ -39,7 +39,7 @@ def measured(df: pd.DataFrame, schema: Schema, eps: float, seeds: list[int]) -> 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
 def test_marginals_prediction_within_factor(adult: pd.DataFrame, adult_schema: Schema, eps: float) -> None:
     pred = predict_utility(adult_schema, eps, expected_rows=ROWS_HINT)
-    method, one, two = measured(adult, adult_schema, eps, [1])
+    method, one, two = measured(adult, adult_schema, eps, [1, 2, 3])  # one release is too noisy a yardstick
     assert pred.method == method == "marginals"
     assert 1 / FACTOR <= pred.one_way_tvd / one <= FACTOR, (pred.one_way_tvd, one)
     assert 1 / FACTOR <= pred.two_way_tvd / two <= FACTOR, (pred.two_way_tvd, two)

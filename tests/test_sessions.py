@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dpsynth.accounting import Ledger
+from dpsynth.ui_state import STATE_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -155,9 +156,18 @@ def test_a_canary_upload_leaves_no_trace(isolated_disk: dict[str, Path], caplog:
     for page in ("pages/2_schema.py", "pages/3_privacy.py", "pages/4_release.py"):
         a.switch_page(page).run()
         assert not a.exception
+    # the drafted 'tag' categories would publish the canary (a data value): leave the column out, and accept
+    # the drafted age bounds (this test is about what sessions leave on disk, not about the schema)
+    state = a.session_state[STATE_KEY]
+    tag = int(state.schema_table.index[state.schema_table["column"] == "tag"][0])
+    a.switch_page("pages/2_schema.py").run()
+    a.session_state[state.editor_key] = {"edited_rows": {tag: {"include": False}}, "added_rows": [], "deleted_rows": []}
+    a.run()
+    state.accept_data_derived = True
+    a.switch_page("pages/4_release.py").run()
     a.button(key="release_button_0").click().run()
     assert not a.exception and a.session_state[STATE_KEY].release is not None
-    for page in ("pages/5_utility.py", "pages/7_risk.py", "pages/9_ledger.py"):
+    for page in ("pages/5_utility.py", "pages/7_risk.py", "pages/9_ledger.py", "pages/11_releases.py"):
         a.switch_page(page).run()
         assert not a.exception
     del a
@@ -166,8 +176,11 @@ def test_a_canary_upload_leaves_no_trace(isolated_disk: dict[str, Path], caplog:
     for name in ("tmp", "home"):
         assert files_containing(isolated_disk[name], needle) == [], f"the canary was written under {name}"
     ledger_files = files_containing(isolated_disk["ledger"], needle)
-    # the ledger records the file name as the dataset's label (a curator-chosen name), never the data
-    assert ledger_files == [] or all(_only_in_labels(Path(f), canary) for f in ledger_files)
+    # the ledger and the release archive (its index and the card) record the file name as the dataset's label
+    # (a curator-chosen name), never the data
+    label = f"{canary}.csv".encode()
+    assert [f for f in ledger_files if needle in Path(f).read_bytes().replace(label, b"")] == []
+    assert any(_only_in_labels(Path(f), canary) for f in ledger_files if Path(f).name.startswith("ledger"))
     assert not any(canary in r.getMessage() for r in caplog.records), "the canary reached a log record"
     assert not any(needle in blob for blob in streamlit_cache_blobs()), "the canary is in a Streamlit cache"
 
@@ -196,6 +209,8 @@ def test_another_session_does_not_see_an_upload_file_name_in_the_ledger(isolated
     a.file_uploader(key="data_upload").set_value((secret_name, data, "text/csv"))
     a.run()
     a.switch_page("pages/4_release.py").run()
+    a.session_state[STATE_KEY].accept_data_derived = True  # the drafted schema, accepted: this test is about sessions
+    a.run()
     a.button(key="release_button_0").click().run()
     assert not a.exception
 
@@ -228,6 +243,8 @@ def test_reruns_never_draw_fresh_noise_and_a_new_release_is_charged(isolated_dis
     at.file_uploader(key="data_upload").set_value(("wards.csv", data, "text/csv"))
     at.run()
     at.switch_page("pages/4_release.py").run()
+    at.session_state[STATE_KEY].accept_data_derived = True  # the drafted schema, accepted: this test is about sessions
+    at.run()
     at.button(key="release_button_0").click().run()
     assert not at.exception
     first = dict(at.session_state[STATE_KEY].release_files)
