@@ -30,7 +30,7 @@ def show_entry(state: AppState, archive: Archive, entry) -> None:  # noqa: ANN00
     if key not in cache:
         cache[key] = Release.from_files(archive.get(entry.release_id))
     rel: Release = cache[key]
-    with st.expander("Release card", expanded=False):
+    if st.toggle("Show the release card", key=f"card_{key}"):
         st.markdown(card_markdown(rel.card))
     c1, c2 = st.columns(2)
     c1.download_button("Download the release (.zip)", data=rel.zip(), file_name=f"dpsynth_release_{key}.zip",

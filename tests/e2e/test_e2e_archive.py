@@ -26,7 +26,7 @@ def _download(page, name: str) -> bytes:  # noqa: ANN001 - playwright Page
 def _archived_zip(page) -> bytes:  # noqa: ANN001
     """On the Releases page after a reload (nothing loaded): open the newest release, download its zip."""
     goto_page(page, "Releases")
-    page.locator('[data-testid="stExpander"] summary').last.click()
+    page.locator('[data-testid="stExpander"] summary').first.click()  # the newest release is listed first
     wait_idle(page)
     return _download(page, "Download the release (.zip)")
 
@@ -36,7 +36,7 @@ def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) 
     with dashboard(ledger) as url, browser_page() as page:
         page.goto(url)
         wait_idle(page)
-        page.get_by_role("button", name="Use the sample dataset").click()
+        page.get_by_role("button", name="Load the sample dataset").click()
         wait_idle(page)
         goto_page(page, "4 · Release")
         page.get_by_role("button", name="Release with ε = 1").click()
@@ -51,7 +51,7 @@ def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) 
         # leave the page right after pressing the button: the release still completes on the server
         page.goto(url)
         wait_idle(page)
-        page.get_by_role("button", name="Use the sample dataset").click()
+        page.get_by_role("button", name="Load the sample dataset").click()
         wait_idle(page)
         goto_page(page, "4 · Release")
         page.get_by_role("button", name="Release with ε = 1").click()
@@ -68,7 +68,7 @@ def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) 
         page.goto(url)
         wait_idle(page)
         goto_page(page, "Releases")
-        page.locator('[data-testid="stExpander"] summary').first.click()
+        page.locator('[data-testid="stExpander"] summary').last.click()  # the oldest (the first release) is last
         wait_idle(page)
         assert _download(page, "Download the release (.zip)") == first
     assert len(Ledger(ledger, create=False).spends()) == 2
