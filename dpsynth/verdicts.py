@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -70,10 +71,33 @@ class ColumnProblem:
     message: str
 
 
-def synthetic_column_problems(synthetic: pd.DataFrame) -> list[ColumnProblem]:
+def released_top_shares(rel: Any) -> dict[str, float]:
+    """Per column, the largest share one cell holds in the release's own noisy one-way table (negative counts
+    clamped): what the release says the column looks like. Post-processing of released tables only."""
+    import numpy as np
+
+    schema, out = rel.schema, {}
+    tables: dict[int, np.ndarray] = {}
+    if getattr(rel, "noisy_counts", None) is not None:
+        full = np.clip(np.asarray(rel.noisy_counts, dtype=float), 0, None).reshape(schema.sizes)
+        for j in range(len(schema.sizes)):
+            tables[j] = full.sum(axis=tuple(k for k in range(len(schema.sizes)) if k != j))
+    elif getattr(rel, "model", None) is not None:
+        for cols, counts in rel.model.measurements:
+            if len(cols) == 1:
+                tables[cols[0]] = np.clip(np.asarray(counts, dtype=float).ravel(), 0, None)
+    for j, t in tables.items():
+        if t.sum() > 0:
+            out[schema.columns[j].name] = float(t.max() / t.sum())
+    return out
+
+
+def synthetic_column_problems(synthetic: pd.DataFrame, released: dict[str, float] | None = None) -> list[ColumnProblem]:
     """Columns of the released synthetic rows that are (almost) a single value or (almost) all empty.
 
     A function of the released rows only (post-processing: no privacy cost, nothing about the real data).
+    ``released``: :func:`released_top_shares`; a column whose own released table already puts that much in
+    one cell (e.g. a capital loss of 0 for 95% of people) has that shape, it has not collapsed.
     """
     n = len(synthetic)
     if n == 0:
@@ -89,16 +113,17 @@ def synthetic_column_problems(synthetic: pd.DataFrame) -> list[ColumnProblem]:
             continue
         top = text[filled].value_counts()
         share_top = float(top.iloc[0]) / n
-        if share_top >= COLLAPSED_SHARE:
+        if share_top >= COLLAPSED_SHARE and (released or {}).get(str(name), 0.0) < COLLAPSED_SHARE - 0.05:
             out.append(ColumnProblem(str(name), "collapsed",
                                      f"{name}: {share_top:.0%} of the synthetic rows hold the same value"
                                      f" ({top.index[0]!s}); the column has collapsed to a single value."))
     return out
 
 
-def release_verdict(synthetic: pd.DataFrame) -> Verdict:
-    """After a release: ok, or which columns collapsed or came out empty and what would help."""
-    problems = synthetic_column_problems(synthetic)
+def release_verdict(synthetic: pd.DataFrame, released: dict[str, float] | None = None) -> Verdict:
+    """After a release: ok, or which columns collapsed or came out empty and what would help
+    (``released``: :func:`released_top_shares` of the same release)."""
+    problems = synthetic_column_problems(synthetic, released)
     if not problems:
         return Verdict(True, "No synthetic column collapsed to a single value or came out empty.", ())
     cols = ", ".join(p.column for p in problems)

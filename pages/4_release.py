@@ -13,7 +13,7 @@ from dpsynth.humanize import cells, number
 from dpsynth.plan import ReleaseRequest, make_plan
 from dpsynth.release import card_summary_line
 from dpsynth.ui_state import AppState, get_state
-from dpsynth.verdicts import release_verdict
+from dpsynth.verdicts import release_verdict, released_top_shares
 
 
 def start_release(state: AppState) -> None:
@@ -84,7 +84,8 @@ def show_release(state: AppState) -> None:
         st.warning(":material/history: **Made with different settings.** This release was made before you changed"
                    " ε, δ, the noise, the method or the schema; it does not reflect the current settings. Press"
                    " **Start a new release** below to release with them (this spends budget again).")
-    verdict = release_verdict(rel.synthetic)  # from the released rows only: collapsed or empty columns
+    # from released outputs only: columns collapsed beyond what the release's own tables show, or empty
+    verdict = release_verdict(rel.synthetic, released_top_shares(rel))
     kept = f" Kept in the release archive as {rel.archive_id}." if rel.archive_id else ""
     if verdict.ok:
         st.success(f"Released: {card_summary_line(card)}. This spend is recorded in the ledger.{kept}")
