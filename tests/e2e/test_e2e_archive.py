@@ -55,6 +55,7 @@ def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) 
         wait_idle(page)
         goto_page(page, "4 · Release")
         page.get_by_role("button", name="Release with ε = 1").click()
+        page.locator('[data-testid="stProgress"]').first.wait_for(timeout=60_000)  # the release has started
         goto_page(page, "1 · Data")
         archive = Archive.for_ledger(Ledger(ledger, create=False))
         for _ in range(300):
