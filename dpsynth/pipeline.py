@@ -172,7 +172,8 @@ def run(
         rows = plan.synthetic_rows(result.noisy_total)
         card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
                           created=created if created is not None else (None if secure else "reproducible (seeded) release"),
-                          label=dataset_label, release_id=release_id, ledger_state=estimates, values=values)
+                          label=dataset_label, release_id=rec.release_id if rec is not None and secure else release_id,
+                          ledger_state=estimates, values=values)
         rel = Release(result=result, card=card, schema=plan.schema, rows=rows, post_seed=post_seed, plan=plan,
                       report=counted.report, values=values)
 
