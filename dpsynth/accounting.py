@@ -1,9 +1,9 @@
 """Privacy budgets, composition, and the durable ledger of what each dataset has spent.
 
-Composition (seed 002): running mechanisms that are (ε₁, δ₁)-, …, (ε_k, δ_k)-DP on the same
+Composition (the Algorithmic Foundations of DP slides): running mechanisms that are (ε₁, δ₁)-, …, (ε_k, δ_k)-DP on the same
 data is (Σεᵢ, Σδᵢ)-DP (sequential composition, what the ledger enforces). Mechanisms on
 disjoint cells compose in parallel, which is why a whole noisy histogram costs ε, not k·ε.
-Advanced composition (seed 002, Thm 3.20) is offered as a calculator.
+Advanced composition (the Algorithmic Foundations of DP slides, Thm 3.20) is offered as a calculator.
 
 The ledger is the one piece of state that must never under-count. A spend is committed in
 an SQLite ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL`` *before* any noise is drawn;
@@ -66,7 +66,7 @@ class PrivacyBudget:
 
 
 def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> PrivacyBudget:
-    """k-fold adaptive composition of (ε, δ)-DP mechanisms (seed 002, Thm 3.20).
+    """k-fold adaptive composition of (ε, δ)-DP mechanisms (the Algorithmic Foundations of DP slides, Thm 3.20).
 
     Result: (ε', kδ + δ')-DP with ε' = sqrt(2k ln(1/δ')) ε + k ε (e^ε − 1). Returns the smaller of
     this and basic composition's kε.

@@ -1,7 +1,7 @@
 """DP helpers that estimate public-looking inputs privately, charged to the budget.
 
 - :func:`private_quantile` / :func:`private_bounds`: bounds for a numeric column from a DP
-  quantile (exponential mechanism over the gaps between sorted values, Smith 2011; seed 002's
+  quantile (exponential mechanism over the gaps between sorted values, Smith 2011; the Algorithmic Foundations of DP slides'
   exponential mechanism). Needs only a generous public outer range (e.g. age in [0, 150]).
 - :func:`private_categories`: which categories occur, from noisy counts of the observed values
   kept only above a threshold (stability-based histogram; Korolova et al. 2009, Wilson et al.

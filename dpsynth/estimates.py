@@ -1,6 +1,6 @@
 """Private estimates of a column's schema, charged to the ledger before the data is read.
 
-A drafted schema reads bounds and categories off the data, which is not private (seed 000:
+A drafted schema reads bounds and categories off the data, which is not private (lecture notes on DP, ch. 6:
 "M = max|x_i| is not allowed!!!"). :func:`estimate_column` replaces one column's values by a DP
 estimate from :mod:`dpsynth.discovery`:
 

@@ -861,8 +861,11 @@ def regression(rel: LoadedRelease, response: str, predictors: Sequence[str], *, 
 
 
 def analyse(rel: LoadedRelease, statistic: str, args: Sequence[str], *, level: float = 0.95,
-            rng: np.random.Generator, n_sim: int | None = None) -> IntervalResult | IndependenceResult | RegressionResult:
-    """One entry point for the CLI and the dashboard: ``statistic`` with its column arguments."""
+            rng: np.random.Generator | None = None, n_sim: int | None = None,
+            ) -> IntervalResult | IndependenceResult | RegressionResult:
+    """One entry point for the CLI and the dashboard: ``statistic`` with its column arguments. ``rng`` drives the
+    simulations of the published noise laws (post-processing; a fresh generator when None)."""
+    rng = rng if rng is not None else np.random.default_rng()
     want = {"mean": 1, "total": 1, "proportion": 2, "independence": 2}
     if statistic in want and len(args) != want[statistic]:
         names = {"mean": "COLUMN", "total": "COLUMN", "proportion": "COLUMN VALUE", "independence": "COLUMN_A COLUMN_B"}

@@ -12,10 +12,10 @@ from :mod:`dpsynth.neighbours`.
   :func:`discrete_gaussian_delta`); also ρ-zCDP with ρ = Δ₂²/(2σ²) (CKS20 Thm 4).
 - :func:`analytic_gaussian_sigma` — Balle & Wang (2018) exact calibration of the continuous
   Gaussian; used for comparisons and previews.
-- :func:`exponential_mechanism` — ε-DP selection, P(r) ∝ exp(ε·u(r)/(2Δu)) (seed 002; McSherry
+- :func:`exponential_mechanism` — ε-DP selection, P(r) ∝ exp(ε·u(r)/(2Δu)) (the Algorithmic Foundations of DP slides; McSherry
   & Talwar 2007).
-- :func:`randomized_response` — ε-local-DP for one bit (seed 002; Warner 1965).
-- :func:`laplace_accuracy` — Thm 3.8 of seed 002 and the exact discrete-Laplace tail.
+- :func:`randomized_response` — ε-local-DP for one bit (the Algorithmic Foundations of DP slides; Warner 1965).
+- :func:`laplace_accuracy` — Thm 3.8 of the Algorithmic Foundations of DP slides and the exact discrete-Laplace tail.
 """
 
 from __future__ import annotations
@@ -290,7 +290,7 @@ def exponential_mechanism(
     scores: np.ndarray, sensitivity: float, epsilon: float, *, rng: np.random.Generator,
     log_base_measure: np.ndarray | None = None,
 ) -> int:
-    """Index r with probability ∝ μ(r)·exp(ε·u(r)/(2Δu)): ε-DP selection (seed 002, McSherry–Talwar).
+    """Index r with probability ∝ μ(r)·exp(ε·u(r)/(2Δu)): ε-DP selection (the Algorithmic Foundations of DP slides, McSherry–Talwar).
 
     ``log_base_measure`` adds ln μ(r) (e.g. interval lengths for a quantile). Probabilities are
     computed in floating point (log-sum-exp); the floating-point caveat of Ilvento (2020) applies
@@ -308,7 +308,7 @@ def exponential_mechanism(
 
 
 def randomized_response(bits: np.ndarray, epsilon: float, *, rng: np.random.Generator) -> np.ndarray:
-    """Each bit kept with probability e^ε/(1+e^ε), flipped otherwise: ε-local-DP per person (seed 002)."""
+    """Each bit kept with probability e^ε/(1+e^ε), flipped otherwise: ε-local-DP per person (the Algorithmic Foundations of DP slides)."""
     eps = check_epsilon(epsilon)
     b = np.asarray(bits, dtype=bool)
     keep = rng.random(b.shape) < 1.0 / (1.0 + math.exp(-eps))

@@ -4,13 +4,13 @@ Two datasets are neighbours when they differ by one *unit of protection*:
 
 - ``add-remove`` (unbounded DP): one unit's rows are added or removed; ``n`` changes by the
   unit's contribution, so the exact row count is itself private.
-- ``replace-one`` (bounded DP, seed 000's Hamming distance ``d_0``): one unit's rows are replaced
+- ``replace-one`` (bounded DP, the DP lecture notes' (ch. 6) Hamming distance ``d_0``): one unit's rows are replaced
   by other rows; ``n`` is treated as public under this relation only.
 
 A unit is a record, or a person identified by an ID column who contributes at most ``k`` rows
 (contributions bounded beforehand by keeping at most ``k`` rows per ID).
 
-Sensitivities of a histogram (a vector of cell counts; seed 003, bounded vs unbounded):
+Sensitivities of a histogram (a vector of cell counts; Kifer, "Basic DP algorithms and statistics", bounded vs unbounded):
 
 =============  ======================  ===================
 relation       L1 sensitivity          L2 sensitivity

@@ -66,8 +66,18 @@ def sampler_frame(sampler: RowSampler | ModelSampler, schema: Schema, values: An
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
+class _HistogramFile:
+    """The released file of both histogram results: their table, written injection-safe."""
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        raise NotImplementedError
+
+    def files(self) -> dict[str, bytes]:
+        return {"histogram.csv": to_safe_csv(self.tables()["histogram.csv"])}
+
+
 @dataclass(frozen=True)
-class NoisyHistogram:
+class NoisyHistogram(_HistogramFile):
     """The full noisy histogram: one exact-noise count per cell of the domain (dense, int64).
 
     ``threshold`` τ > 1 sets counts below τ to 0 before sampling (post-processing)."""
@@ -90,15 +100,12 @@ class NoisyHistogram:
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"histogram.csv": histogram_frame(self.counts, self.schema)}
 
-    def files(self) -> dict[str, bytes]:
-        return {"histogram.csv": to_safe_csv(self.tables()["histogram.csv"])}
-
     def card_entry(self) -> dict[str, Any]:
         return {"representation": "every cell of the domain with its noisy count", "threshold": self.threshold}
 
 
 @dataclass(frozen=True)
-class SparseHistogram:
+class SparseHistogram(_HistogramFile):
     """A huge domain's noisy histogram: the cells whose released count is ≥ τ, all others 0 (:mod:`dpsynth.sparse`)."""
 
     schema: Schema
@@ -117,9 +124,6 @@ class SparseHistogram:
         from dpsynth.sparse import sparse_histogram_frame
 
         return {"histogram.csv": sparse_histogram_frame(self.hist, self.schema)}
-
-    def files(self) -> dict[str, bytes]:
-        return {"histogram.csv": to_safe_csv(self.tables()["histogram.csv"])}
 
     def card_entry(self) -> dict[str, Any]:
         return {**self.hist.describe(), "noisy_total": int(self.hist.total), "sparse_method": self.hist.method}

@@ -53,7 +53,7 @@ class NumericColumn:
     """A numeric column binned into ``bins`` equal-width bins on public bounds ``[lower, upper]``.
 
     Bin ``j`` is ``[lower + j·h, lower + (j+1)·h)`` with ``h = (upper - lower) / bins``; the
-    value ``upper`` falls in the last bin. Values outside the bounds are clamped (seed 000's
+    value ``upper`` falls in the last bin. Values outside the bounds are clamped (the DP lecture notes' (ch. 6)
     ``[L, U]`` assumption). With ``integer`` the synthetic values are whole numbers, and every bin
     must contain one. With ``decimals`` = d (0 to 9) they lie on the grid of multiples of 10^-d
     (written with d decimals), and every bin must contain a grid point; ``integer`` is the grid
@@ -161,7 +161,7 @@ class NumericColumn:
         return out
 
     def midpoints(self) -> np.ndarray:
-        """Bin midpoints ``l_j + h/2`` (seed 000's histogram mean)."""
+        """Bin midpoints ``l_j + h/2`` (the DP lecture notes' (ch. 6) histogram mean)."""
         e = self.edges()
         return (e[:-1] + e[1:]) / 2.0
 

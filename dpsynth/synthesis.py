@@ -1,6 +1,6 @@
 """Synthetic microdata from noisy counts: pure post-processing, free under DP.
 
-Steps (seed 000's "histogram as a density"): clamp negative noisy counts to 0, normalise to
+Steps (the DP lecture notes' (ch. 6) "histogram as a density"): clamp negative noisy counts to 0, normalise to
 cell probabilities, draw the cells of ``m`` rows from the multinomial distribution
 (O(cells + rows)), put them in random order, then decode each cell into values
 (:func:`dpsynth.binning.decode`). ``m`` defaults to the noisy total, never the exact n.

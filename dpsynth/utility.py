@@ -391,7 +391,7 @@ def accuracy_preview(
     """Expected error of the noisy histogram before release, from public inputs only (no data).
 
     ``cell_bound``: with probability ≥ 1 − β no cell is off by more than this (exact tails, union
-    bound); ``theorem_3_8``: seed 002's ln(k/β)·Δ/ε for Laplace noise.
+    bound); ``theorem_3_8``: the Algorithmic Foundations of DP slides' ln(k/β)·Δ/ε for Laplace noise.
     """
     mech = calibrate(epsilon, delta, neighbours, max_contributions, kind=mechanism)
     k = schema.n_cells

@@ -131,7 +131,7 @@ def main() -> None:
         key = (stat, tuple(args), level)
         if st.button("Compute", key="analyse_run", type="primary"):
             try:
-                results[key] = analyse(rel, stat, args, level=level, rng=np.random.default_rng())
+                results[key] = analyse(rel, stat, args, level=level)
             except DPSynthError as exc:
                 results[key] = exc
         if key not in results:

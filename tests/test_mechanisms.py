@@ -44,7 +44,7 @@ def test_sensitivities_follow_the_relation():
 def test_laplace_scale_is_sensitivity_over_epsilon_rounded_up():
     m = DiscreteLaplace.calibrate(1.0, "add-remove")
     assert m.scale == Fraction(1)
-    r = DiscreteLaplace.calibrate(1.0, "replace-one")  # seed 000: Laplace(ε/2) rate, scale 2/ε
+    r = DiscreteLaplace.calibrate(1.0, "replace-one")  # lecture notes on DP, ch. 6: Laplace(ε/2) rate, scale 2/ε
     assert r.scale == Fraction(2)
     t = DiscreteLaplace.calibrate(0.3, "add-remove")
     assert t.scale == Fraction(10, 3)  # ε read as the decimal 0.3 that was typed

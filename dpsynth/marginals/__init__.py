@@ -2,7 +2,7 @@
 
 When the full histogram is too large (Adult: ~10¹⁵ cells) we measure a few small noisy
 marginals chosen well, fit a graphical model consistent with them, and sample rows from it
-(seed 003, "Select-Measure-Reconstruct" [LHR+10]; MST [McKenna et al. 2021]; PrivBayes [Zhang
+(Kifer, "Basic DP algorithms and statistics", "Select-Measure-Reconstruct" [LHR+10]; MST [McKenna et al. 2021]; PrivBayes [Zhang
 et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a growing junction tree*,
 all in numpy:
 
