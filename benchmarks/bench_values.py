@@ -29,30 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_marginals import Workload  # noqa: E402
-from scipy import stats  # noqa: E402
+from bench_marginals import Workload, value_figures  # noqa: E402
 
 from dpsynth.binning import decode, encode  # noqa: E402
 from dpsynth.release import release  # noqa: E402
 from dpsynth.schema import NumericColumn, load_schema  # noqa: E402
 from dpsynth.value_model import fit_value_model  # noqa: E402
-
-
-def value_figures(real: pd.DataFrame, syn: pd.DataFrame, numeric: list[str]) -> dict[str, float]:
-    """Mean KS over numeric columns, the largest most-common-value share gap, and the per-column means."""
-    ks, gaps, out = [], [], {}
-    for c in numeric:
-        r = pd.to_numeric(real[c], errors="coerce").dropna().to_numpy(dtype=np.float64)
-        s = pd.to_numeric(syn[c], errors="coerce").dropna().to_numpy(dtype=np.float64)
-        ks.append(stats.ks_2samp(r, s).statistic)
-        vals, counts = np.unique(r, return_counts=True)
-        top = vals[np.argmax(counts)]
-        gaps.append(abs(counts.max() / len(r) - np.mean(s == top)))
-        out[f"mean:{c}"] = float(s.mean())
-    out["ks"] = float(np.mean(ks))
-    out["ks_max"] = float(np.max(ks))
-    out["top_gap"] = float(np.max(gaps))
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:

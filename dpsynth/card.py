@@ -153,7 +153,8 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
     else:
         steps = ["noisy total = inverse-variance mean of the measured tables' sums",
                  "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
-                 "cells of the synthetic rows drawn ancestrally from the model, one clique at a time"]
+                 "cells of the synthetic rows drawn ancestrally from the model, one clique at a time, with counts"
+                 " rounded under control (each within one of the model's)"]
     if plan.epsilon_values > 0:
         steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
                      " distribution restricted to the bin; uniform on the bin's grid where it holds no mass); category"

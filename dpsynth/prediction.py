@@ -22,14 +22,17 @@ two-way tables holding it (each ≈ 2R/d of them, summing s_other noisy cells: v
 s_other·v_r per count); inverse-variance weighting gives v = 1/(1/v₁ + c/(s_other·v_r)). The
 one-column noise error t is then as for the histogram, read through ``K·(t/K)^NOISE_POWER``
 (clamping and the model fit remove proportionally more of a larger noise; sub-linear, never
-capped) and added in quadrature to the sampling error. A two-column marginal carries the errors
-of both columns (``PAIR_NOISE_FACTOR``·(t_a + t_b), read the same way) and, because the model
-keeps only some of the pairs, a model-structure error that no ε removes (``STRUCTURE_FLOOR``);
-they add in quadrature with the sampling floor ≈ ½√(2·SKEW·s_a·s_b/(π·n)).
+capped). The model's sampler rounds its counts under control (systematic draws per clique, see
+:meth:`dpsynth.marginals.MarginalModel.sample`), so a column's synthetic shares carry no sampling
+error of their own. A two-column marginal carries the errors of both columns
+(``PAIR_NOISE_FACTOR``·(t_a + t_b), read the same way) and, because the model keeps only some of
+the pairs, a model-structure error that no ε removes (``STRUCTURE_FLOOR``); they add in
+quadrature with the part of the multinomial floor ½√(2·SKEW·s_a·s_b/(π·n)) that the controlled
+rounding leaves on pairs outside a clique (``PAIR_SAMPLING``).
 
 The constants (power, knees, pair factor, structure floor) are fitted on the bundled Adult sample (48,842 rows, 15 columns; releases at
 ε from 0.1 to 10 with δ = 0 and δ = 10⁻⁶, ``benchmarks/bench_prediction.py`` prints predicted
-against measured): within a factor 1.3 there on the mean of two seeds. ``STRUCTURE_FLOOR`` is a property of how strongly
+against measured): within a factor 1.45 there on the mean of two seeds. ``STRUCTURE_FLOOR`` is a property of how strongly
 a table's columns depend on each other, which no public input reveals; on tables with stronger
 dependence the two-column prediction at large ε is optimistic.
 """
@@ -53,7 +56,9 @@ SKEW = 0.5
 #: Fitted on Adult (see the module docstring).
 MARGINALS_NOISE_FACTOR = 1.0
 PAIR_NOISE_FACTOR = 1.5
-STRUCTURE_FLOOR = 0.014
+STRUCTURE_FLOOR = 0.007
+#: Share of the multinomial sampling error left on a pair by the model's controlled rounding.
+PAIR_SAMPLING = 0.5
 #: Clamping at zero and fitting the model remove part of the noise, more of it the larger it is: a
 #: noise error t is read as K·(t/K)^NOISE_POWER (K the knee below, fitted); it never caps, so a very
 #: noisy release is still predicted very poor (22 columns, 1,000 rows, ε = 0.1: about 0.4).
@@ -147,9 +152,10 @@ def _measurement_variance(pure: bool, budget: float, l1: int, l2sq: int) -> floa
 
 
 def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: Neighbours | str,
-                    max_contributions: int = 1) -> dict[str, Any]:
+                    max_contributions: int = 1, n: int = DEFAULT_ROWS) -> dict[str, Any]:
     """Noise variance per count of the marginals method's one-way tables and of each round's table,
-    from its public budget plan (shares, rounds; equal split over rounds)."""
+    from its public budget plan (shares; rounds as the capacity plan sets them for ``n`` rows,
+    :func:`dpsynth.marginals.budget.rounds_and_snr`; equal split over rounds)."""
     from dpsynth.marginals import budget as mb
     from dpsynth.marginals import fit as mf
 
@@ -162,6 +168,9 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
     one_share = mb.ONE_WAY_SHARE if d > 1 else 1.0
     sel_share = mb.SELECT_SHARE if d > 1 else 0.0
     rounds = max(d - 1, round(mf.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
+    if 2 < d <= mb.WIDE_COLUMNS:
+        plan = mb.Plan(epsilon, delta, rel, max_contributions)
+        rounds, _ = mb.rounds_and_snr(plan, tuple(sizes), float(n), plan.total * (1 - one_share - sel_share), rounds)
     v1 = _measurement_variance(pure, total * one_share / d, l1, l2sq)
     vr = _measurement_variance(pure, total * (1 - one_share - sel_share) / rounds, l1, l2sq) if rounds else math.inf
     return {"one_way_variance": v1, "round_variance": vr, "rounds": rounds,
@@ -171,7 +180,7 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
 def _marginals(sizes: list[int], epsilon: float, delta: float, rel: Neighbours, k: int,
                n: int) -> tuple[Any, Any, dict[str, Any]]:
     d = len(sizes)
-    noise = marginals_noise(sizes, epsilon, delta, rel, k)
+    noise = marginals_noise(sizes, epsilon, delta, rel, k, n)
     v1, vr, rounds = noise["one_way_variance"], noise["round_variance"], noise["rounds"]
     per_col = 2.0 * rounds / d if d > 1 else 0.0
 
@@ -182,11 +191,11 @@ def _marginals(sizes: list[int], epsilon: float, delta: float, rel: Neighbours, 
         return _saturate(MARGINALS_NOISE_FACTOR * _tvd(sizes[j], 1.0 / precision, n), SATURATION_ONE_WAY)
 
     def one(j: int) -> float:
-        return min(1.0, math.hypot(noise_tvd(j), _tvd(sizes[j], _sampling_variance(sizes[j], n), n)))
+        return min(1.0, noise_tvd(j))
 
     def pair(a: int, b: int) -> float:
         cells = sizes[a] * sizes[b]
-        floor = math.hypot(STRUCTURE_FLOOR, _tvd(cells, _sampling_variance(cells, n), n))
+        floor = math.hypot(STRUCTURE_FLOOR, PAIR_SAMPLING * _tvd(cells, _sampling_variance(cells, n), n))
         noisy = _saturate(PAIR_NOISE_FACTOR * (noise_tvd(a) + noise_tvd(b)), SATURATION_TWO_WAY)
         return min(1.0, math.hypot(noisy, floor))
 

@@ -37,7 +37,8 @@ from dpsynth.synthesis import CHUNK_ROWS, Chunked, RowSampler, check_rows
 class ModelSampler(Chunked):
     """The rows of a fitted marginal model, in chunks: chunk i is sampled ancestrally from stream (2, i)
     and its values drawn from stream (1, i) under the seed — any chunk on any thread, bytes independent
-    of the number of threads (the law is the model's, i.i.d. rows)."""
+    of the number of threads (each row has the model's law; counts inside a chunk are controlled, see
+    :meth:`dpsynth.marginals.MarginalModel.sample`)."""
 
     model: Any
     rows: int

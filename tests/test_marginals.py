@@ -13,6 +13,7 @@ from scipy import stats
 from dpsynth import zcdp
 from dpsynth.errors import InputError
 from dpsynth.marginals import MarginalModel, fit_marginal_model, project_simplex
+from dpsynth.marginals import budget as marginals_budget
 from dpsynth.marginals import fit as marginals_fit
 from dpsynth.marginals.budget import Measurement
 
@@ -83,6 +84,25 @@ def test_sampler_matches_model_with_grown_cliques() -> None:
     _check_sampler(model, sizes)
 
 
+def test_sampler_rounds_counts_within_one() -> None:
+    """Controlled rounding: in every factor, the rows sharing a parent configuration hold each value
+    within one of the model's expectation (g·P(value | parents)); the root's counts within one of
+    n·P. i.i.d. draws would be off by about √(g·P), tens of rows here."""
+    codes, sizes = _table(20_000)
+    model = fit_marginal_model(codes, sizes, epsilon=3.0, delta=1e-9, neighbours="add-remove",
+                               rng=np.random.default_rng(4))
+    rows = model.sample(50_000, rng=np.random.default_rng(9))
+    assert any(step.parents for step in model.steps)
+    for step in model.steps:
+        configs, k = step.cpt.shape
+        pidx = (np.ravel_multi_index(tuple(rows[:, p] for p in step.parents), tuple(sizes[p] for p in step.parents))
+                if step.parents else np.zeros(len(rows), dtype=np.int64))
+        vidx = np.ravel_multi_index(tuple(rows[:, c] for c in step.new), tuple(sizes[c] for c in step.new))
+        counts = np.bincount(pidx * k + vidx, minlength=configs * k).reshape(configs, k)
+        g = counts.sum(axis=1, keepdims=True)
+        assert np.abs(counts - g * step.cpt).max() < 1.0 + 1e-6, step.new
+
+
 def test_model_recovers_data_at_huge_epsilon(chain_model) -> None:
     """At ε = 10⁶ the model's pair marginals equal the data's up to sampling-free rounding."""
     model, codes, sizes = chain_model
@@ -112,10 +132,35 @@ def test_budget_bookkeeping_zcdp() -> None:
         assert nz["rho"] == pytest.approx(float(zcdp.gaussian_rho(Fraction(nz["sigma2"]), 1)), rel=1e-12)
     assert [s["stage"] for s in m.stages] == ["one-way marginals", "selection", "measurement"]
     cap = m.params["capacity"]
-    assert cap["rounds"] == round(marginals_fit.ROUNDS_PER_COLUMN * (len(sizes) - 1))
+    assert cap["rounds"] in {round(per_column * (len(sizes) - 1))
+                             for per_column in (marginals_fit.ROUNDS_PER_COLUMN, marginals_budget.LOW_SNR_ROUNDS_PER_COLUMN)}
     installments = 2 if cap["one_way_extra_share"] > 0 else 1
     assert sum(len(c) == 1 for c, _ in m.measurements) == installments * len(sizes)
     assert len(m.measurements) <= installments * len(sizes) + cap["rounds"]
+
+
+def test_capacity_grows_with_the_signal_to_noise() -> None:
+    """Public capacity tiers: few rows (noisy pairs) get fewer rounds and small cliques; many rows
+    get the standard rounds, three-way measurements and larger cliques; the limits never shrink
+    as the signal-to-noise grows."""
+    from dpsynth.marginals.budget import CLIQUE_LIMITS, Plan, capacity
+    from dpsynth.neighbours import Neighbours
+
+    sizes = (10, 9, 10, 16, 16, 7, 15, 6)
+    plan = Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1)
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    caps = [capacity(plan, sizes, n, one_way, marginals_fit.ROUNDS_PER_COLUMN, marginals_budget.ONE_WAY_SHARE)
+            for n in (5_000, 50_000, 5_000_000)]
+    low, mid, high = caps
+    assert low.rounds == round(marginals_budget.LOW_SNR_ROUNDS_PER_COLUMN * 7) < mid.rounds
+    assert mid.rounds == high.rounds == round(marginals_fit.ROUNDS_PER_COLUMN * 7)
+    assert low.snr < marginals_budget.TRIPLES_SNR <= mid.snr < marginals_budget.MORE_ITERS_SNR <= high.snr
+    assert not low.triples and mid.triples and high.triples
+    assert (low.max_cells, low.max_cols) == CLIQUE_LIMITS[0][1:]
+    assert (mid.max_cells, mid.max_cols) == CLIQUE_LIMITS[1][1:]
+    assert (high.max_cells, high.max_cols) == CLIQUE_LIMITS[2][1:]
+    assert high.iters_factor == 2 and mid.iters_factor == 1
+    assert "at most 7 columns and 500,000 cells" in high.describe()
 
 
 def test_replace_one_doubles_the_noise_variance() -> None:

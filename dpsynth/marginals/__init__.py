@@ -14,8 +14,8 @@ all in numpy:
    holding ``u``), *grow* the clique of ``x`` by a column ``v`` of its parent clique (measuring
    ``{x, v}``; clique ``{x} ∪ S`` becomes ``{x} ∪ S ∪ {v}``, still a junction tree), or measure
    an earlier pair *again*. When the rounds left equal the columns still outside the model,
-   only attachments are offered, so every column joins. Cliques are capped at
-   ``MAX_CLIQUE_COLS`` columns and ``MAX_CLIQUE_CELLS`` cells.
+   only attachments are offered, so every column joins. Cliques are capped in columns and
+   cells by the capacity plan (``CLIQUE_LIMITS``: larger when the measurements are cleaner).
 
    The score of a candidate ``m`` is AIM's [McKenna et al. 2022, §4]:
    ``q(m) = ‖M_m(D) − M̂_m‖₁ − c·E‖noise_m‖₁``, where ``M̂_m`` is the current model's estimate of
@@ -30,8 +30,9 @@ all in numpy:
    re-implemented for junction trees). The noisy total ``N̂`` is the inverse-variance mean of the
    sums of all measured tables.
 4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
-   order (``P(new column | separator)`` per clique), is sampled ancestrally: one vectorised
-   inverse-CDF draw per clique for all rows (O(rows × columns)), exact for the model.
+   order (``P(new column | separator)`` per clique), is sampled ancestrally with systematic draws
+   inside each separator configuration (counts within one of the model's, as Private-PGM's
+   sampler rounds them), vectorised per clique for all rows (O(rows·log rows × columns)).
 
 Guarantees of the stages and how they compose (sensitivities from :mod:`dpsynth.neighbours`):
 
@@ -56,10 +57,13 @@ earlier releases only), so the composition is the standard adaptive one; noise p
 rounded toward *more* noise, so the actual spend is at or below the plan (``describe()``).
 
 Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
-the one-ways from public sizes, the budget and the released noisy total and one-ways. Three-way
-measurements are offered when a typical pair measurement's expected L1 noise is below 1/10 of
-the noisy total; above a signal-to-noise of 100 the mirror-descent iterations double (the fit,
-not the noise, is then what limits the model). Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
+the one-ways from public sizes, the budget and the released noisy total and one-ways, by the
+signal-to-noise of a typical pair measurement (noisy total ÷ its expected L1 noise). Below 10,
+``LOW_SNR_ROUNDS_PER_COLUMN`` rounds per column instead of ``ROUNDS_PER_COLUMN`` (fewer, cleaner
+measurements); from 10, three-way measurements are offered and cliques may hold 6 columns and
+200,000 cells (5 and 100,000 below); from 100, the mirror-descent iterations double (the fit, not
+the noise, then limits the model) and cliques may hold 7 columns and 500,000 cells
+(``CLIQUE_LIMITS``). Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
 one-ways spending the whole budget, a second installment of one-ways takes the difference

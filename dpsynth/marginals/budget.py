@@ -27,7 +27,7 @@ from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l
 
 # Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
 ONE_WAY_SHARE = 0.05
-SELECT_SHARE = 0.06
+SELECT_SHARE = 0.10
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
 ALLOC_POWER = 1.0 / 3.0
@@ -184,6 +184,14 @@ MORE_ITERS_SNR = 100.0
 # synthetic rows (noise and sampling together) at most this factor above that of independent noisy
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
 ONE_WAY_SLACK = 1.03
+# Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
+# (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
+LOW_SNR_ROUNDS_PER_COLUMN = 2.0
+# How large a model clique the budget buys, by the signal-to-noise of a typical pair measurement:
+# (signal-to-noise at least, most cells of a clique, most columns of a clique). A clean measurement
+# makes a larger clique's fitted table reliable, and larger cliques carry more of the joint
+# structure (benchmarks/bench_marginals.py: on Adult the 2- and 3-way error falls with each tier).
+CLIQUE_LIMITS = ((0.0, 100_000, 5), (TRIPLES_SNR, 200_000, 6), (MORE_ITERS_SNR, 500_000, 7))
 
 
 @dataclass(frozen=True)
@@ -201,10 +209,13 @@ class Capacity:
     select_share: float
     snr: float  # noisy total ÷ expected L1 noise of a typical pair measurement
     iters_factor: int = 1  # multiplies the mirror-descent iterations
+    max_cells: int = CLIQUE_LIMITS[0][1]  # most cells of a model clique
+    max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
 
     def describe(self) -> str:
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
-                f" measured{', wide-table path (one round per column)' if self.wide else ''}"
+                f" measured{', wide-table path (one round per column)' if self.wide else ''},"
+                f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
                 f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
@@ -231,7 +242,6 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     n = max(float(n_hat), 1.0)
     wide = d > WIDE_COLUMNS
     rounds = (d - 1) if (d <= 2 or wide) else max(d - 1, round(rounds_per_column * (d - 1)))
-    s_bar = math.exp(sum(math.log(s) for s in sizes) / d)
     base_var = plan.preview(plan.total / d).variance
     base = sum(_expected_tvd(p, n, base_var) for p in one_way)
     first_prec = 1.0 / plan.preview(plan.total * base_share / d).variance
@@ -255,9 +265,37 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     sel, pairs = shares(extra)
     if k == steps:  # no pair is worth its cost to the one-ways: independent columns
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=0.0)
-    pair_noise = plan.preview(plan.total * pairs / rounds).mean_abs * s_bar * s_bar
-    snr = n / pair_noise
+    rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, rounds)
     if snr < MIN_PAIR_SNR:
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
+    cells, cols = clique_limits(snr, wide)
     return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
-                    one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1)
+                    one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1,
+                    max_cells=cells, max_cols=cols)
+
+
+def rounds_and_snr(plan: Plan, sizes: tuple[int, ...], n: float, pairs_budget: float, rounds: int) -> tuple[int, float]:
+    """The rounds to run and the signal-to-noise of a typical pair measurement (the noisy total ÷
+    the expected L1 noise of a pair of geometric-mean sizes, its budget an equal share of
+    ``pairs_budget``). Below :data:`TRIPLES_SNR` the rounds drop to ``LOW_SNR_ROUNDS_PER_COLUMN``
+    per column (fewer, cleaner measurements when noise dominates: MST measures d − 1)."""
+    d = len(sizes)
+    s_bar = math.exp(sum(math.log(s) for s in sizes) / d)
+
+    def snr_of(r: int) -> float:
+        return n / (plan.preview(pairs_budget / r).mean_abs * s_bar * s_bar)
+
+    snr = snr_of(rounds)
+    fewer = max(d - 1, round(LOW_SNR_ROUNDS_PER_COLUMN * (d - 1)))
+    if snr < TRIPLES_SNR and fewer < rounds:
+        rounds, snr = fewer, snr_of(fewer)
+    return rounds, snr
+
+
+def clique_limits(snr: float, wide: bool = False) -> tuple[int, int]:
+    """Most cells and columns of a model clique at this signal-to-noise (:data:`CLIQUE_LIMITS`);
+    the wide path keeps the smallest (its rounds attach columns, they do not grow cliques)."""
+    if wide:
+        return CLIQUE_LIMITS[0][1], CLIQUE_LIMITS[0][2]
+    tier = [t for t in CLIQUE_LIMITS if snr >= t[0]][-1]
+    return tier[1], tier[2]

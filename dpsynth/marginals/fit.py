@@ -33,8 +33,6 @@ from dpsynth.marginals.model import MarginalModel
 from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism
 from dpsynth.neighbours import Neighbours
 
-# Model cliques (and measured sets) never exceed this many cells (memory and time).
-MAX_CLIQUE_CELLS = 100_000
 # Weight of the expected-noise term in the selection score (AIM uses 1; the estimation removes
 # much of the noise in empty cells, so the raw expectation overstates it).
 PENALTY_FACTOR = 0.3
@@ -43,8 +41,6 @@ ESTIMATION_ITERS = 300
 # Rounds of selection per column after the first (≥ 1: every column must join the model; the
 # rest grow cliques or measure again, as in AIM).
 ROUNDS_PER_COLUMN = 3.0
-# Columns per model clique (a clique is measured through its pairs, so it may exceed 3).
-MAX_CLIQUE_COLS = 5
 # Offer three-way measurements when a column joins (besides pairs).
 TRIPLES = False
 # Offer "join alone" (no pair measured) for each column not yet in the model.
@@ -188,7 +184,9 @@ def fit_marginal_model(
     budget_meas = max(0.0, plan.total - one_cost - budget_sel) if cap.rounds else 0.0
 
     # ---- stage 2+3: rounds of selection and measurement --------------------------------------
-    model = TreeModel(sizes, one_way, total, max_cells=MAX_CLIQUE_CELLS, max_cols=MAX_CLIQUE_COLS,
+    # Clique limits (cells, columns) grow with the signal-to-noise (budget.CLIQUE_LIMITS); a clique is
+    # measured through its pairs (and triples), so it may hold more columns than any measurement.
+    model = TreeModel(sizes, one_way, total, max_cells=cap.max_cells, max_cols=cap.max_cols,
                       triples=TRIPLES or cap.triples, alone=ALONE)
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -197,7 +195,7 @@ def fit_marginal_model(
             counts_cache[m] = _counts(codes, sizes, m, weights)
         return counts_cache[m]
 
-    gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total, MAX_CLIQUE_CELLS) if cap.wide and cap.rounds else None
+    gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total, cap.max_cells) if cap.wide and cap.rounds else None
     rounds_total = cap.rounds
     sel_left, meas_left = budget_sel, budget_meas
     sel_spent = meas_spent = 0.0

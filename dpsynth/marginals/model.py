@@ -49,31 +49,46 @@ class MarginalModel:
     def sample(self, n_rows: int, *, rng: np.random.Generator) -> np.ndarray:
         """``n_rows`` synthetic rows of cell codes (int64, rows × columns); post-processing.
 
-        Ancestral sampling: for each factor, one uniform per row is mapped through the CDF of the
-        row's parent configuration (a single ``searchsorted`` on the stacked CDFs).
+        Ancestral sampling with *systematic* draws inside each parent configuration: for each
+        factor, the rows sharing a parent configuration are put in uniformly random order and the
+        j-th of g gets the point (j + U)/g of that configuration's CDF (one uniform U per
+        configuration). Each row's value still has the law P(new | parents) of the model, and the
+        count of every (parents, value) cell is within one of its expectation g·P — the
+        controlled rounding Private-PGM's sampler does — so the rows' clique marginals follow the
+        model without the multinomial sampling error of i.i.d. draws. The random order within a
+        configuration keeps the new column independent of the columns outside the factor, as the
+        model says. O(rows·log rows) per factor.
         """
         n = int(n_rows)
         if n < 0:
             raise InputError(f"The number of rows to sample must be ≥ 0, got {n_rows!r}.")
         d = len(self.sizes)
         out = np.zeros((n, d), dtype=np.int64)
+        if n == 0:
+            return out
         for step in self.steps:
-            k = step.cpt.shape[1]
+            configs, k = step.cpt.shape
             if step.parents:
                 pidx = np.ravel_multi_index(tuple(out[:, p] for p in step.parents),
                                             tuple(self.sizes[p] for p in step.parents))
             else:
                 pidx = np.zeros(n, dtype=np.int64)
+            # Rows grouped by configuration, in random order inside each group (keys are distinct
+            # with probability 1: a uniform in [0, 1) added to the configuration index).
+            order = np.argsort(pidx + rng.random(n))
+            sp = pidx[order]
+            g = np.bincount(sp, minlength=configs)
+            starts = np.cumsum(g) - g
+            u = (np.arange(n) - starts[sp] + rng.random(configs)[sp]) / g[sp]
             cdf = np.cumsum(step.cpt, axis=1)
             cdf[:, -1] = 1.0
             # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
-            keys = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).ravel()
-            u = rng.random(n)
-            pos = np.searchsorted(keys, pidx + u, side="right") - pidx * k
+            keys = (cdf + np.arange(configs, dtype=np.float64)[:, None]).ravel()
+            pos = np.searchsorted(keys, sp + u, side="right") - sp * k
             pos = np.clip(pos, 0, k - 1)
             new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
             for c, v in zip(step.new, new_vals, strict=True):
-                out[:, c] = v
+                out[order, c] = v
         return out
 
     def joint(self, max_cells: int = 2_000_000) -> np.ndarray:
@@ -206,7 +221,7 @@ class MarginalModel:
             "post_processing": [
                 "noisy total = inverse-variance mean of the measured tables' sums",
                 "junction-tree model fitted to all measurements (mirror descent, Private-PGM style)",
-                "ancestral sampling, one inverse-CDF draw per clique",
+                "ancestral sampling, systematic inverse-CDF draws per clique and parent configuration (counts within one of the model's)",
             ],
             "floating_point": "selection probabilities use floating point (Ilvento 2020); counts use exact integer noise",
         }
