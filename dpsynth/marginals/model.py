@@ -73,9 +73,10 @@ class MarginalModel:
                                             tuple(self.sizes[p] for p in step.parents))
             else:
                 pidx = np.zeros(n, dtype=np.int64)
-            # Rows grouped by configuration, in random order inside each group (keys are distinct
-            # with probability 1: a uniform in [0, 1) added to the configuration index).
-            order = np.argsort(pidx + rng.random(n))
+            # Rows grouped by configuration, in random order inside each group: the key's high bits
+            # are the configuration, its low 32 bits random (integer keys: a float key k + u could
+            # round up into configuration k + 1).
+            order = np.argsort((pidx.astype(np.int64) << 32) | rng.integers(0, 1 << 32, size=n, dtype=np.int64))
             sp = pidx[order]
             g = np.bincount(sp, minlength=configs)
             starts = np.cumsum(g) - g
