@@ -8,6 +8,7 @@ data, no randomness.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
@@ -130,3 +131,10 @@ def cells(n: int) -> str:
     if words.endswith(power_of_ten(digits - 1)):  # past the named scales
         return f"{words} cells (a {digits}-digit number)"
     return f"{words} cells"
+
+
+def blank_missing(frame: Any) -> Any:
+    """A table as a curator reads it: a missing value shown as an empty cell, as in the CSV file,
+    never as ``None`` or ``nan`` (which read like a category or a value). Other cells unchanged."""
+    shown = frame.astype(object)
+    return shown.where(frame.notna(), "")

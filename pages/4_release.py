@@ -9,7 +9,7 @@ import streamlit as st
 
 from dpsynth.artifacts import card_markdown
 from dpsynth.errors import DPSynthError
-from dpsynth.humanize import cells, number
+from dpsynth.humanize import blank_missing, cells, number
 from dpsynth.plan import ReleaseRequest, make_plan
 from dpsynth.release import card_summary_line
 from dpsynth.ui_state import AppState, get_state
@@ -114,9 +114,9 @@ def show_release(state: AppState) -> None:
                              mime="application/zip", key="download_zip", type="primary")
     tab_syn, tab_hist, tab_card = st.tabs(["Synthetic data", "Noisy counts", "Release card"])
     with tab_syn:
-        st.caption(f"{len(rel.synthetic):,} synthetic rows (first 200 shown). They are sampled from the noisy counts:"
-                   " no row is a real person's.")
-        st.dataframe(rel.synthetic.head(200), height=300, key="release_synthetic")
+        st.caption(f"{len(rel.synthetic):,} synthetic rows (first 200 shown; an empty cell is a missing value)."
+                   " They are sampled from the noisy counts: no row is a real person's.")
+        st.dataframe(blank_missing(rel.synthetic.head(200)), height=300, key="release_synthetic")
     with tab_hist:
         if rel.histogram is not None:
             st.caption("Every cell of the domain with its noisy count (empty cells got noise too; counts can be negative).")

@@ -46,3 +46,14 @@ def test_budget_amounts_hide_float_sums() -> None:
     assert h.budget(0.1 + 0.2) == "0.3"
     assert h.budget(4 - 3.9999999999) == "0"
     assert h.budget(-1e-12) == "0"
+
+
+def test_blank_missing_shows_an_empty_cell() -> None:
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame({"job": ["Sales", None, "Tech"], "age": [34.0, np.nan, 51.0]})
+    shown = h.blank_missing(df)
+    assert shown["job"].tolist() == ["Sales", "", "Tech"]
+    assert shown["age"].tolist() == [34.0, "", 51.0]
+    assert df["job"].isna().sum() == 1  # the frame itself is untouched
