@@ -9,16 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from dpsynth import plots
+from dpsynth.demos import demo_rng, exponential_choice_shares, neighbour_outputs, randomized_response_surveys
 from dpsynth.humanize import factor, number
-from dpsynth.mechanisms import (
-    DiscreteGaussian,
-    DiscreteLaplace,
-    analytic_gaussian_sigma,
-    exponential_mechanism,
-    randomized_response,
-    randomized_response_estimate,
-)
-from dpsynth.noise import seeded_rng
+from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace, analytic_gaussian_sigma
 from dpsynth.ui_state import AppState, get_state, show_errors
 
 DRAWS = 20_000
@@ -26,7 +19,7 @@ DRAWS = 20_000
 
 def rng_for(state: AppState, demo: str) -> np.random.Generator:
     """Demo randomness: seeded (so reruns show the same picture), re-drawn on request. Not for releases."""
-    return seeded_rng(hash((demo, state.analyses.get("demo_draw", 0))) & 0xFFFFFFFF)
+    return demo_rng(demo, state.analyses.get("demo_draw", 0))
 
 
 def laplace_demo(state: AppState) -> None:
@@ -37,9 +30,7 @@ def laplace_demo(state: AppState) -> None:
     eps = c1.slider("ε", 0.05, 5.0, 1.0, 0.05, key="mech_lap_eps")
     true = int(c2.number_input("True count in D", 0, 10_000, 100, key="mech_lap_count"))
     mech = DiscreteLaplace.calibrate(eps, "add-remove")
-    rng = rng_for(state, "laplace")
-    a = mech(np.full(DRAWS, true), rng=rng)
-    b = mech(np.full(DRAWS, true + 1), rng=rng)
+    a, b = neighbour_outputs(mech, true, DRAWS, rng=rng_for(state, "laplace"))
     st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ = D + one person (count {true + 1})": b},
                                          f"{DRAWS:,} noisy answers on two neighbouring datasets", "released count",
                                          integer=True),
@@ -59,9 +50,7 @@ def gaussian_demo(state: AppState) -> None:
                                    format_func=lambda d: f"{d:.0e}"))
     true = int(c3.number_input("True count in D", 0, 10_000, 100, key="mech_gau_count"))
     mech = DiscreteGaussian.calibrate(eps, delta, "add-remove")
-    rng = rng_for(state, "gaussian")
-    a = mech(np.full(DRAWS, true), rng=rng)
-    b = mech(np.full(DRAWS, true + 1), rng=rng)
+    a, b = neighbour_outputs(mech, true, DRAWS, rng=rng_for(state, "gaussian"))
     st.plotly_chart(plots.outputs_figure({f"D (count {true})": a, f"D′ (count {true + 1})": b},
                                          f"{DRAWS:,} noisy answers, σ = {math.sqrt(float(mech.sigma2)):.2f}", "released count",
                                          integer=True),
@@ -81,10 +70,8 @@ def rr_demo(state: AppState) -> None:
     eps = c1.slider("ε", 0.1, 5.0, 1.0, 0.1, key="mech_rr_eps")
     share = c2.slider("True share of 'yes'", 0.0, 1.0, 0.3, 0.01, key="mech_rr_share")
     n = int(c3.select_slider("People asked", [100, 1000, 10_000], value=1000, key="mech_rr_n"))
-    rng = rng_for(state, "rr")
-    truth = np.arange(n) < round(share * n)
-    estimates = [randomized_response_estimate(randomized_response(truth, eps, rng=rng), eps) for _ in range(300)]
-    st.plotly_chart(plots.outputs_figure({"estimated share of 'yes'": np.array(estimates)},
+    estimates = randomized_response_surveys(share, n, eps, 300, rng=rng_for(state, "rr"))
+    st.plotly_chart(plots.outputs_figure({"estimated share of 'yes'": estimates},
                                          f"300 surveys of {n:,} people (true share {share:.0%})", "estimated share"),
                     key="mech_rr_fig")
     st.success(f"**Guarantee**: ε-local-DP for each person. Spread of the estimate: ±{np.std(estimates):.3f}"
@@ -105,9 +92,7 @@ def em_demo(state: AppState) -> None:
         st.info("Add at least one option.")
         return
     scores = pd.to_numeric(table["score"], errors="coerce").fillna(0).to_numpy(dtype=float)
-    rng = rng_for(state, "em")
-    picks = np.array([exponential_mechanism(scores, 1.0, eps, rng=rng) for _ in range(2000)])
-    shares = np.bincount(picks, minlength=len(scores)) / len(picks)
+    shares = exponential_choice_shares(scores, eps, 2000, rng=rng_for(state, "em"))
     st.plotly_chart(plots.choice_figure(table["option"].astype(str).tolist(), scores.tolist(), shares.tolist()),
                     key="mech_em_fig")
     st.success("**Guarantee**: ε-DP. Changing one person changes each score by at most Δu = 1, which changes each"
@@ -134,7 +119,7 @@ main()
 # ---------------------------------------------------------------- why noise is needed at all (reconstruction)
 def reconstruction_section(state: AppState) -> None:
     """Reconstruction attack demo: recovered share of secret bits against noise size, DP noise marked."""
-    from dpsynth.reconstruction import sweep
+    from dpsynth.reconstruction import default_sizes, sweep
 
     st.header("Why noise at all? A reconstruction attack")
     st.markdown(
@@ -158,7 +143,7 @@ def reconstruction_section(state: AppState) -> None:
     inputs = (n, m, bound, eps, per_query)
     if st.button("Run the attack", key="recon_run"):
         with show_errors():
-            sizes = sorted({*np.geomspace(math.sqrt(n) / 20, 20 * math.sqrt(n), 7).round(2).tolist(), bound})
+            sizes = sorted({*default_sizes(n).round(2).tolist(), bound})
             result = sweep(n, m, sizes, epsilon=eps, accounting="per-query" if per_query else "total",
                            rng=rng_for(state, "reconstruction"))
             state.analyses["reconstruction"] = {"inputs": inputs, "sweep": result}
