@@ -19,10 +19,9 @@ import dataclasses
 import math
 import os
 import sqlite3
-import time
 import uuid
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsynth.errors import BudgetExceededError, InputError, LedgerError
+from dpsynth.sqlite_tx import immediate_transaction
 
 # Float sums of many spends (0.1 + 0.2 …) must not refuse a release that fits exactly.
 _SLACK = 1e-9
@@ -211,32 +211,8 @@ class Ledger:
         con.execute("PRAGMA foreign_keys = ON")
         return con
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            con = self._connect()
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"The privacy ledger {str(self.path)!r} could not be opened: {exc}.") from None
-        try:
-            for attempt in range(100):
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or attempt == 99:
-                        raise
-                    time.sleep(0.01 * (1 + attempt % 10))
-            try:
-                yield con
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"The privacy ledger {str(self.path)!r} could not be written: {exc}.") from None
-        finally:
-            con.close()
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self._connect, LedgerError, f"The privacy ledger {str(self.path)!r}", attempts=100)
 
     def register(self, dataset_id: str, total: PrivacyBudget, label: str = "") -> None:
         """Record a dataset's total budget if it is new (an existing budget is left unchanged)."""

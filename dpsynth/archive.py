@@ -31,10 +31,9 @@ import shutil
 import socket
 import sqlite3
 import threading
-import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpsynth.accounting import Ledger, charging_for, default_ledger_path
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.sqlite_tx import immediate_transaction
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -427,32 +427,8 @@ class Archive:
         con.execute("PRAGMA synchronous = FULL")
         return con
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            con = self._connect()
-        except sqlite3.DatabaseError as exc:
-            raise ArchiveError(f"The release archive {str(self._index)!r} could not be opened: {exc}.") from None
-        try:
-            for attempt in range(200):
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or attempt == 199:
-                        raise
-                    time.sleep(0.01 * (1 + attempt % 10))
-            try:
-                yield con
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        except sqlite3.DatabaseError as exc:
-            raise ArchiveError(f"The release archive {str(self._index)!r} could not be written: {exc}.") from None
-        finally:
-            con.close()
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self._connect, ArchiveError, f"The release archive {str(self._index)!r}", attempts=200)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
