@@ -6,7 +6,8 @@ marginals chosen well, fit a graphical model consistent with them, and sample ro
 et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a growing junction tree*,
 all in numpy:
 
-1. **One-way marginals** of every column are measured (budget share ``ONE_WAY_SHARE``).
+1. **One-way marginals** of every column are measured (budget share ``ONE_WAY_SHARE``); they
+   seed the model and stay observations of every fit.
 2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
    the exponential mechanism and measures it. The model is a junction tree whose cliques are
    *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may

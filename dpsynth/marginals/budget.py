@@ -26,7 +26,7 @@ from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace
 from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l2_sensitivity_squared
 
 # Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
-ONE_WAY_SHARE = 0.05
+ONE_WAY_SHARE = 0.10
 SELECT_SHARE = 0.10
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
@@ -183,7 +183,7 @@ MORE_ITERS_SNR = 100.0
 # One-way fallback: the planned one-way precision may raise the mean expected one-column TVD of the
 # synthetic rows (noise and sampling together) at most this factor above that of independent noisy
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
-ONE_WAY_SLACK = 1.03
+ONE_WAY_SLACK = 1.02
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
@@ -257,7 +257,7 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
         prec = first_prec + (1.0 / plan.preview(plan.total * extra / d).variance if extra > 0 else 0.0)
         return sum(_expected_tvd(p, n, 1.0 / prec) for p in one_way)
 
-    steps = 38  # extra share in steps of 1/38 of the rest (2.5% of it), up to all of it
+    steps = 38  # extra share in steps of 1/38 of the rest, up to all of it
     for k in range(steps + 1 if wide else 1):  # the one-way fallback is the wide path's
         extra = rest0 * k / steps
         if k == steps or ours(extra) <= ONE_WAY_SLACK * base:

@@ -188,6 +188,10 @@ def fit_marginal_model(
     # measured through its pairs (and triples), so it may hold more columns than any measurement.
     model = TreeModel(sizes, one_way, total, max_cells=cap.max_cells, max_cols=cap.max_cols,
                       triples=TRIPLES or cap.triples, alone=ALONE)
+    # The one-ways are observations of the fit too (Private-PGM fits every measurement): a
+    # column's one-way then carries the one-way installments besides what its pairs imply.
+    for (m, y), mech in zip(measurements, mechs, strict=True):
+        model.obs.append((m, y.astype(np.float64), mech.variance))
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
 
     def real(m: tuple[int, ...]) -> np.ndarray:
