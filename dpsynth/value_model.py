@@ -369,8 +369,19 @@ class ValueModel:
 
 def value_columns(schema: Schema) -> list[NumericColumn]:
     """The numeric columns of ``schema`` a value model describes: all, except one whose bins are
-    narrower than the finest automatic grid (its values stay uniform inside bins)."""
-    return [c for c in schema.columns if isinstance(c, NumericColumn) and _has_grid_in_every_bin(c)]
+    narrower than the finest automatic grid (its values stay uniform inside bins) and one whose
+    declared grid has a single point in every bin (the bin is the value: nothing to learn, so no
+    budget is spent on it)."""
+    return [c for c in schema.columns
+            if isinstance(c, NumericColumn) and _has_grid_in_every_bin(c) and not _one_point_per_bin(c)]
+
+
+def _one_point_per_bin(col: NumericColumn) -> bool:
+    """True when the column declares a grid and every bin holds exactly one of its points."""
+    if col.grid_decimals is None:
+        return False
+    lo, hi = col.grid_ranges()
+    return bool(np.all(hi == lo))
 
 
 def fit_value_model(

@@ -22,7 +22,7 @@ from dpsynth.errors import InputError
 from dpsynth.neighbours import hierarchical_histogram_l1_sensitivity
 from dpsynth.plan import split_value_budget
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
-from dpsynth.value_model import ColumnGrid, ValueModel, fit_value_model
+from dpsynth.value_model import ColumnGrid, ValueModel, fit_value_model, value_columns
 from tests.audit_tools import epsilon_lower_bound
 
 
@@ -131,14 +131,31 @@ def test_values_stay_in_their_bin_and_on_the_grid(col: NumericColumn, seed: int,
     np.testing.assert_array_equal(again, codes)  # every value lies in its bin (missing stays missing)
     v = out["x"].to_numpy(dtype=np.float64, na_value=np.nan)
     v = v[~np.isnan(v)]
-    g = vm.trees["x"].grid
     assert np.all((v >= col.lower) & (v <= col.upper))
-    k = np.rint(v * 10.0**g.decimals) if g.decimals >= 0 else np.rint(v / 10.0 ** (-g.decimals))
-    np.testing.assert_array_equal(g.values(k), v)  # on the grid: whole numbers, declared or automatic decimals
-    if col.grid_decimals is not None:
-        assert g.decimals == col.grid_decimals
+    if "x" not in vm.trees:  # a declared grid with one point per bin: the bin is the value, no model
+        lo, hi = col.grid_ranges()
+        assert col.grid_decimals is not None and np.array_equal(lo, hi)
+        d = col.grid_decimals
+        np.testing.assert_array_equal(np.rint(v * 10.0**d) / 10.0**d, v)
+    else:
+        g = vm.trees["x"].grid
+        k = np.rint(v * 10.0**g.decimals) if g.decimals >= 0 else np.rint(v / 10.0 ** (-g.decimals))
+        np.testing.assert_array_equal(g.values(k), v)  # on the grid: whole numbers, declared or automatic decimals
+        if col.grid_decimals is not None:
+            assert g.decimals == col.grid_decimals
     if col.integer:
         assert str(out["x"].dtype) in {"int64", "Int64"}
+
+
+def test_no_budget_for_a_column_whose_bins_are_its_values() -> None:
+    """A declared grid with one point per bin (education_num: 16 bins over 1…16) needs no value
+    model; with no other numeric column the whole ε stays with the main method."""
+    one = NumericColumn(name="x", lower=1, upper=16, bins=16, integer=True)
+    wide = NumericColumn(name="y", lower=0, upper=99, bins=2, integer=True)
+    assert value_columns(_one(one)) == []
+    assert split_value_budget(1.0, _one(one), None) == (1.0, 0.0)
+    both = Schema(columns=(one, wide))
+    assert [c.name for c in value_columns(both)] == ["y"]
 
 
 def test_a_bin_without_released_mass_is_uniform_on_its_grid() -> None:
