@@ -15,8 +15,9 @@ empty cells, guessed as N·e^(−n/N)); it moves about half its share of the mas
 real marginal. Two columns: the same with s = s_a·s_b.
 
 **Marginals.** Noise per measurement comes from the method's budget plan
-(:mod:`dpsynth.marginals`: ``ONE_WAY_SHARE`` of the budget over the d one-way tables,
-``SELECT_SHARE`` for the selections, the rest over ``ROUNDS_PER_COLUMN·(d−1)`` two-way tables).
+(:mod:`dpsynth.marginals`: ``ONE_WAY_SHARE`` of the budget over the d one-way tables, plus the
+capacity plan's second installment, ``SELECT_SHARE`` for the selections, the rest over the
+plan's rounds of two-way tables).
 A column's counts are estimated from its one-way table (variance v₁ per count) and from the
 two-way tables holding it (each ≈ 2R/d of them, summing s_other noisy cells: variance
 s_other·v_r per count); inverse-variance weighting gives v = 1/(1/v₁ + c/(s_other·v_r)). The
@@ -43,6 +44,8 @@ import math
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
+
+import numpy as np
 
 from dpsynth import zcdp
 from dpsynth.mechanisms import calibrate
@@ -169,8 +172,11 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
     sel_share = mb.SELECT_SHARE if d > 1 else 0.0
     rounds = max(d - 1, round(mf.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
     if 2 < d <= mb.WIDE_COLUMNS:
+        # The capacity plan as the fit makes it (the one-ways it reads matter on the wide path only).
         plan = mb.Plan(epsilon, delta, rel, max_contributions)
-        rounds, _ = mb.rounds_and_snr(plan, tuple(sizes), float(n), plan.total * (1 - one_share - sel_share), rounds)
+        cap = mb.capacity(plan, tuple(sizes), float(n), [np.full(s, 1.0 / s) for s in sizes],
+                          mf.ROUNDS_PER_COLUMN, one_share)
+        rounds, one_share, sel_share = cap.rounds, one_share + cap.one_way_extra, cap.select_share
     v1 = _measurement_variance(pure, total * one_share / d, l1, l2sq)
     vr = _measurement_variance(pure, total * (1 - one_share - sel_share) / rounds, l1, l2sq) if rounds else math.inf
     return {"one_way_variance": v1, "round_variance": vr, "rounds": rounds,

@@ -5,6 +5,8 @@ bin, so point masses (Adult's capital_gain is 0 for 92% of people, 40 working ho
 skew inside a bin were lost. A :class:`ValueModel` is a separate pure ε_v-DP release of each
 numeric column's distribution at its declared precision, from which :meth:`ValueModel.sample_in_bins`
 draws each synthetic value *given its bin*, so the joint structure still comes from the main model.
+A column whose declared grid has a single point in every bin (Adult's education_num with
+``integer``) gets no tree and no budget: its bin is its value.
 
 Mechanism (:func:`fit_value_model`): per numeric column, a hierarchical histogram (a tree of
 counts) over the public range [lower, upper] on the column's value grid — whole numbers for

@@ -360,7 +360,8 @@ def test_weighted_rows_give_the_same_model_as_the_expanded_table() -> None:
 
 def test_capacity_grows_with_the_budget_and_falls_back_to_one_ways() -> None:
     """The capacity plan is a function of public sizes, the budget and released one-ways: a
-    larger ε buys three-way measurements and more estimation; a wide table whose pairs would cost
+    larger ε buys three-way measurements and more estimation, a smaller one a second one-way
+    installment; a wide table whose pairs would cost
     one-column accuracy moves budget to the one-ways, all of it when the budget is tiny."""
     from dpsynth.marginals.budget import WIDE_COLUMNS, Plan, capacity
     from dpsynth.neighbours import Neighbours
@@ -372,7 +373,11 @@ def test_capacity_grows_with_the_budget_and_falls_back_to_one_ways() -> None:
     assert [c.snr for c in caps] == sorted(c.snr for c in caps)
     assert not caps[0].triples and caps[-1].triples
     assert caps[-1].iters_factor > caps[0].iters_factor
-    assert all(c.one_way_extra == 0 and not c.wide for c in caps)
+    assert not any(c.wide for c in caps)
+    # A second one-way installment exactly when a typical pair is noisy (signal-to-noise < 30).
+    assert [c.one_way_extra for c in caps] == [0.05 if c.snr < marginals_budget.ONE_WAY_MORE_SNR else 0.0
+                                               for c in caps]
+    assert caps[0].one_way_extra == 0.05 and caps[-1].one_way_extra == 0.0
 
     wide = (4,) * (WIDE_COLUMNS + 26)
     ow = [np.full(4, 0.25)] * len(wide)

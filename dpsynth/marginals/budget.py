@@ -26,7 +26,7 @@ from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace
 from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l2_sensitivity_squared
 
 # Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
-ONE_WAY_SHARE = 0.10
+ONE_WAY_SHARE = 0.05
 SELECT_SHARE = 0.10
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
@@ -184,6 +184,11 @@ MORE_ITERS_SNR = 100.0
 # synthetic rows (noise and sampling together) at most this factor above that of independent noisy
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
 ONE_WAY_SLACK = 1.02
+# Below this signal-to-noise of a typical pair, a second one-way installment of ONE_WAY_SHARE is
+# measured (the one-ways, observations of every fit, then carry more of each column's accuracy
+# than the noisy pairs do). Whole Adult releases, 12 paired seeds: at ε = 1 (pair signal-to-noise
+# 18) 2-/3-way TVD 0.0198/0.0432 → 0.0184/0.0412; at ε = 3 (50) it cost 0.0003/0.0009.
+ONE_WAY_MORE_SNR = 30.0
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
@@ -265,7 +270,12 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     sel, pairs = shares(extra)
     if k == steps:  # no pair is worth its cost to the one-ways: independent columns
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=0.0)
-    rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, rounds)
+    planned = rounds
+    rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, planned)
+    if not wide and snr < ONE_WAY_MORE_SNR:
+        extra = base_share
+        sel, pairs = shares(extra)
+        rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, planned)
     if snr < MIN_PAIR_SNR:
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
     cells, cols = clique_limits(snr, wide)

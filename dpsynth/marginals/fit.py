@@ -276,8 +276,9 @@ def fit_marginal_model(
     report(0.92, "Estimating the model")
     model.total = max(noisy_total(measurements, mechs), 1.0)
     model.fit(ESTIMATION_ITERS * cap.iters_factor)
-    if cap.one_way_extra > 0:
-        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
+    if cap.wide and cap.one_way_extra > 0:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it
+        # (the wide path's fit has few iterations per clique; elsewhere the fit weighs them itself).
         model.rake(one_way, RAKE_ITERS)
     steps = model.steps()
     report(1.0, "Done")
