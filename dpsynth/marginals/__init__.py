@@ -7,7 +7,8 @@ et al. 2017]; AIM [McKenna et al. 2022]). Our design is an *AIM-lite on a growin
 all in numpy:
 
 1. **One-way marginals** of every column are measured (budget share ``ONE_WAY_SHARE``); they
-   seed the model and stay observations of every fit.
+   seed the model, and when the capacity plan buys a second installment they are observations of
+   every fit too.
 2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
    the exponential mechanism and measures it. The model is a junction tree whose cliques are
    *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may
