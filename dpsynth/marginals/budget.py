@@ -185,9 +185,10 @@ MORE_ITERS_SNR = 100.0
 # one-ways spending the whole budget; otherwise more of the budget goes to the one-ways.
 ONE_WAY_SLACK = 1.02
 # Below this signal-to-noise of a typical pair, a second one-way installment of ONE_WAY_SHARE is
-# measured (the one-ways, observations of every fit, then carry more of each column's accuracy
-# than the noisy pairs do). Whole Adult releases, 12 paired seeds: at ε = 1 (pair signal-to-noise
-# 18) 2-/3-way TVD 0.0198/0.0432 → 0.0184/0.0412; at ε = 3 (50) it cost 0.0003/0.0009.
+# measured and the one-ways become observations of the fit (they then carry more of each column's
+# accuracy than the noisy pairs do). `benchmarks/bench_paired.py --against e82e07c --eps 1 3
+# --seeds 12` (whole Adult releases): at ε = 1 (pair signal-to-noise 18) 2-/3-way TVD
+# 0.0198/0.0432 → 0.0188/0.0420; at ε = 3 (50) fitting the one-ways cost 0.0003/0.0008.
 ONE_WAY_MORE_SNR = 30.0
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
@@ -216,6 +217,12 @@ class Capacity:
     iters_factor: int = 1  # multiplies the mirror-descent iterations
     max_cells: int = CLIQUE_LIMITS[0][1]  # most cells of a model clique
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
+
+    @property
+    def one_ways_in_fit(self) -> bool:
+        """Whether the one-ways are observations of the fit: with the second installment, off the
+        wide path (there the fitted model is raked to them instead)."""
+        return not self.wide and self.one_way_extra > 0
 
     def describe(self) -> str:
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"

@@ -188,11 +188,9 @@ def fit_marginal_model(
     # measured through its pairs (and triples), so it may hold more columns than any measurement.
     model = TreeModel(sizes, one_way, total, max_cells=cap.max_cells, max_cols=cap.max_cols,
                       triples=TRIPLES or cap.triples, alone=ALONE)
-    # With a second one-way installment (noisy pairs) the one-ways are observations of the fit too,
-    # as in Private-PGM: a column's one-way then carries both installments besides what its pairs
-    # imply. Above that signal-to-noise the pairs pin the one-ways; fitting the one-ways as well
-    # cost a little (Adult ε = 3, 12 paired seeds: +0.0003 / +0.0008 2-/3-way TVD).
-    if not cap.wide and cap.one_way_extra > 0:
+    # With a second installment (noisy pairs) the one-ways are observations of the fit, as in
+    # Private-PGM; with clean pairs fitting them cost a little (budget.ONE_WAY_MORE_SNR).
+    if cap.one_ways_in_fit:
         for (m, y), mech in zip(measurements, mechs, strict=True):
             model.obs.append((m, y.astype(np.float64), mech.variance))
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
@@ -279,9 +277,8 @@ def fit_marginal_model(
     report(0.92, "Estimating the model")
     model.total = max(noisy_total(measurements, mechs), 1.0)
     model.fit(ESTIMATION_ITERS * cap.iters_factor)
-    if cap.wide and cap.one_way_extra > 0:
-        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it
-        # (the wide path's fit has few iterations per clique; elsewhere the fit weighs them itself).
+    if cap.one_way_extra > 0 and not cap.one_ways_in_fit:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
         model.rake(one_way, RAKE_ITERS)
     steps = model.steps()
     report(1.0, "Done")
