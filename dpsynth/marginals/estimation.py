@@ -62,7 +62,7 @@ def sum_to(table: np.ndarray, keep: Sequence[int]) -> np.ndarray:
             continue
         before = math.prod(s for _, s in runs[:r])
         after = math.prod(s for _, s in runs[r + 1:])
-        ones = np.ones(m)
+        ones = np.ones(m, dtype=table.dtype)
         if after == 1:
             t = t.reshape(before, m) @ ones
         elif before == 1:
@@ -339,7 +339,7 @@ class JunctionTree:
             m = m / mx
         return m.reshape([self.sizes[c] if c in a else 1 for c in b])
 
-    def marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
+    def marginals(self, theta: list[np.ndarray], total: float, dtype: type = np.float64) -> list[np.ndarray]:
         """Clique marginals scaled to ``total`` rows: sum-product, upward then downward.
 
         Works on exp(θ − max θ) per clique with every message rescaled to a maximum of 1 (the
@@ -347,7 +347,7 @@ class JunctionTree:
         point and several times faster than log-domain passes.
         """
         n = len(self.cliques)
-        up = [np.exp(t - t.max()) for t in theta]
+        up = [np.exp((t - t.max()).astype(dtype, copy=False)) for t in theta]
         to_parent: list[np.ndarray] = [np.empty(0)] * n
         for i in reversed(range(n)):
             p = self.parent[i]
@@ -378,11 +378,17 @@ class JunctionTree:
 
 
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
-                    total: float, iters: int, eta: float | None = None) -> tuple[list[np.ndarray], float]:
+                    total: float, iters: int, eta: float | None = None,
+                    dtype: type = np.float32) -> tuple[list[np.ndarray], float]:
     """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
     mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
     Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
-    counts, noise variance). Returns the potentials and the last step size."""
+    counts, noise variance). Returns the potentials and the last step size.
+
+    Potentials and clique tables are held in ``dtype``: single precision by default, which
+    halves the memory traffic of every inference pass (the fit's whole cost) and leaves the
+    fitted counts within about 1e-3 of their relative value, far inside the noise; the residuals
+    and the loss are computed in double precision."""
 
     # Repeated measurements of the same columns on the same clique become one observation: their
     # inverse-variance mean, whose loss differs from the sum of theirs by a constant (same gradient).
@@ -420,7 +426,7 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
         loss = 0.0
         grads: list[np.ndarray | float] = [0.0] * len(mu)
         for ci, keep, bshape, y, var, deps in prepared:
-            t = sum_to(mu[ci], keep)
+            t = sum_to(mu[ci], keep).astype(np.float64)
             r = t - y
             loss += float(np.vdot(r, r)) / var
             r *= 2.0 / var
@@ -432,10 +438,11 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
             if isinstance(g, np.ndarray):
                 g += r.reshape(bshape)
             else:
-                grads[ci] = np.broadcast_to(r.reshape(bshape), mu[ci].shape).copy()
+                grads[ci] = np.broadcast_to(r.reshape(bshape).astype(dtype), mu[ci].shape).copy()
         return loss, grads
 
-    mu = tree.marginals(theta, total)
+    theta = [np.asarray(t, dtype=dtype) for t in theta]
+    mu = tree.marginals(theta, total, dtype)
     loss, grads = loss_grad(mu)
     if eta is None:
         # A first step that moves log-potentials by about 1 where the gradient is largest.
@@ -444,7 +451,7 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
         eta = 1.0 / gmax
     for _ in range(iters):
         new_theta = [t - eta * g if isinstance(g, np.ndarray) else t for t, g in zip(theta, grads, strict=True)]
-        new_mu = tree.marginals(new_theta, total)
+        new_mu = tree.marginals(new_theta, total, dtype)
         new_loss, new_grads = loss_grad(new_mu)
         if new_loss <= loss:
             theta, mu, loss, grads = new_theta, new_mu, new_loss, new_grads
