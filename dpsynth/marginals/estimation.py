@@ -208,6 +208,11 @@ class TreeModel:
             self.cliques[i] = grown
         self.mu = []
 
+    def measured(self, cols: tuple[int, ...]) -> np.ndarray:
+        """Inverse-variance mean of the released measurements of ``cols`` (measured at least once)."""
+        ys = [(y, v) for m, y, v in self.obs if m == cols]
+        return sum(y / v for y, v in ys) / sum(1.0 / v for _, v in ys)
+
     def _independent(self, cols: tuple[int, ...]) -> np.ndarray:
         th = np.zeros([self.sizes[c] for c in cols])
         for k, c in enumerate(cols):
@@ -347,34 +352,40 @@ class JunctionTree:
         point and several times faster than log-domain passes.
         """
         n = len(self.cliques)
-        up = [np.exp((t - t.max()).astype(dtype, copy=False)) for t in theta]
+        up = []
+        for t in theta:
+            a = (t - t.max()).astype(dtype, copy=False)  # a fresh array: exponentiate in place
+            np.exp(a, out=a)
+            up.append(a)
         to_parent: list[np.ndarray] = [np.empty(0)] * n
         for i in reversed(range(n)):
             p = self.parent[i]
             if p >= 0:
                 to_parent[i] = self._msg(up[i], i, p)
-                up[p] = up[p] * to_parent[i]
+                up[p] *= to_parent[i]
         # Downward pass in the Hugin form: a child's belief is its upward table times (the
         # parent's belief on the separator ÷ the message the child sent up), one product per clique.
         out: list[np.ndarray] = []
         for i in range(n):
             p = self.parent[i]
-            if p < 0:
-                b = up[i]
-            else:
+            b = up[i]
+            if p >= 0:
                 sep = self._msg(out[p], p, i)
                 sent = to_parent[i].reshape(sep.shape)
-                # Where the child's message underflowed the child's table is ~0 anyway; the floor
-                # keeps the ratio finite.
-                ratio = np.where(sent > 0, sep / np.maximum(sent, 1e-300), 0.0)
+                # Where the child's message underflowed the child's table is ~0 anyway: ratio 0.
+                ratio = np.divide(sep, sent, out=np.zeros_like(sep), where=sent > 0)
                 mr = ratio.max()
-                b = up[i] * (ratio / mr) if mr > 0 else up[i] * ratio
-            mx = b.max()
-            if not mx > 0:  # everything underflowed: no information left, stay valid
-                out.append(np.full(b.shape, 1.0 / b.size))
+                b *= ratio / mr if mr > 0 else ratio
+            s = float(b.sum())
+            if not (s > 0 and math.isfinite(s)):  # everything underflowed: no information left, stay valid
+                out.append(np.full(b.shape, total / b.size, dtype=b.dtype))
                 continue
-            out.append(b / mx)
-        return [b * (total / b.sum()) for b in out]
+            if total / s > 1e30:  # beliefs near underflow: to a maximum of 1 first, or the scale overflows
+                b /= b.max()
+                s = float(b.sum())
+            b *= total / s
+            out.append(b)
+        return out
 
 
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],

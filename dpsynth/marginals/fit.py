@@ -227,7 +227,14 @@ def fit_marginal_model(
             if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
                 gap = float(gap_vs_independent[cand.measure])
             else:
-                gap = float(np.abs(real(cand.measure) - model.estimate(cand)).sum())
+                est = model.estimate(cand)
+                gap = float(np.abs(real(cand.measure) - est).sum())
+                if cand.kind == "again":
+                    # A new measurement can only remove error left in the earlier ones, ‖x − ȳ‖₁ ≥
+                    # ‖x − μ‖₁ − ‖ȳ − μ‖₁; the raw gap also counts how far the warm-started fit still
+                    # is from ȳ, which measuring again does not mend (at large ε it picked re-measures
+                    # of clean marginals over new ones). ȳ and μ are released: same sensitivity.
+                    gap -= float(np.abs(model.measured(cand.measure) - est).sum())
             scores[i] = gap - penalty[cells]
         sel_left -= round_sel
         if len(cands) == 1:
