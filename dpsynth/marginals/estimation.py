@@ -370,12 +370,14 @@ class JunctionTree:
             p = self.parent[i]
             b = up[i]
             if p >= 0:
-                sep = self._msg(out[p], p, i)
-                sent = to_parent[i].reshape(sep.shape)
+                # Separator-sized, so in double precision: a single-precision ratio overflows where
+                # the child's message nearly underflowed.
+                sep = self._msg(out[p], p, i).astype(np.float64)
+                sent = to_parent[i].reshape(sep.shape).astype(np.float64)
                 # Where the child's message underflowed the child's table is ~0 anyway: ratio 0.
                 ratio = np.divide(sep, sent, out=np.zeros_like(sep), where=sent > 0)
                 mr = ratio.max()
-                b *= ratio / mr if mr > 0 else ratio
+                b *= (ratio / mr if mr > 0 else ratio).astype(b.dtype)
             s = float(b.sum())
             if not (s > 0 and math.isfinite(s)):  # everything underflowed: no information left, stay valid
                 out.append(np.full(b.shape, total / b.size, dtype=b.dtype))
