@@ -25,12 +25,12 @@ all in numpy:
    is the expected L1 size of the noise the measurement would add (√(2/π)·σ per cell for the
    Gaussian), weighted by ``PENALTY_FACTOR``. Adding or removing one person changes ``q`` by at
    most the histogram's L1 sensitivity Δ₁ (:mod:`dpsynth.neighbours`); that is the sensitivity
-   the exponential mechanism uses. For a marginal measured before, the released
-   ``‖ȳ_m − M̂_m‖₁`` (ȳ_m the inverse-variance mean of its measurements) is subtracted from the
-   gap: measuring again can only remove the error left in ȳ_m, and by the triangle inequality
-   ``‖M_m(D) − ȳ_m‖₁`` bounds what is left, whereas the raw gap also counts how far the few
-   warm-started fitting steps are from ȳ_m. The subtracted term is released, so the sensitivity
-   is unchanged. A round with a single candidate spends nothing on selection.
+   the exponential mechanism uses. For a marginal measured before, the gap is capped at the
+   expected L1 noise of its earlier measurements and scaled by the share of that noise a new
+   measurement removes (``fit._again_gain``): the raw gap also counts how far the few
+   warm-started fitting steps are from the measurements, which measuring again does not mend.
+   Both factors are public, so the sensitivity is unchanged. A round with a single candidate
+   spends nothing on selection.
 3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
    end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
    on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],

@@ -208,10 +208,9 @@ class TreeModel:
             self.cliques[i] = grown
         self.mu = []
 
-    def measured(self, cols: tuple[int, ...]) -> np.ndarray:
-        """Inverse-variance mean of the released measurements of ``cols`` (measured at least once)."""
-        ys = [(y, v) for m, y, v in self.obs if m == cols]
-        return sum(y / v for y, v in ys) / sum(1.0 / v for _, v in ys)
+    def measured_variance(self, cols: tuple[int, ...]) -> float:
+        """Noise variance per cell of the inverse-variance mean of the measurements of ``cols``."""
+        return 1.0 / sum(1.0 / v for m, _, v in self.obs if m == cols)
 
     def _independent(self, cols: tuple[int, ...]) -> np.ndarray:
         th = np.zeros([self.sizes[c] for c in cols])

@@ -85,6 +85,20 @@ def _pair_gaps(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | 
     return out
 
 
+def _again_gain(gap: float, var: float, cells: int, var_new: float) -> float:
+    """The score's gap for measuring a marginal again: what a new measurement can mend.
+
+    The gap ‖x − μ‖₁ of a measured marginal mixes the noise left in its measurements (merged
+    variance ``var``) with how far the few warm-started fitting steps still are from them, which
+    measuring again does not mend (at large ε the raw gap bought re-measures of clean marginals).
+    So the gap is capped at the expected L1 noise of the earlier measurements, √(2/π·var)·cells,
+    and scaled by the share of the noise's standard deviation a new measurement of variance
+    ``var_new`` removes, 1 − √(var_new/(var + var_new)) (inverse-variance merging). Both factors
+    are public, so the score's sensitivity does not grow.
+    """
+    return min(gap, math.sqrt(2.0 / math.pi * var) * cells) * (1.0 - math.sqrt(var_new / (var + var_new)))
+
+
 def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
     a = np.asarray(codes)
     if a.ndim != 2:
@@ -230,11 +244,9 @@ def fit_marginal_model(
                 est = model.estimate(cand)
                 gap = float(np.abs(real(cand.measure) - est).sum())
                 if cand.kind == "again":
-                    # A new measurement can only remove error left in the earlier ones, ‖x − ȳ‖₁ ≥
-                    # ‖x − μ‖₁ − ‖ȳ − μ‖₁; the raw gap also counts how far the warm-started fit still
-                    # is from ȳ, which measuring again does not mend (at large ε it picked re-measures
-                    # of clean marginals over new ones). ȳ and μ are released: same sensitivity.
-                    gap -= float(np.abs(model.measured(cand.measure) - est).sum())
+                    gap = _again_gain(gap, model.measured_variance(cand.measure), est.size,
+                                      plan.preview(allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER,
+                                                            round_weights)).variance)
             scores[i] = gap - penalty[cells]
         sel_left -= round_sel
         if len(cands) == 1:
