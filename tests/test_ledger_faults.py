@@ -472,3 +472,24 @@ def test_concurrent_creation_makes_one_ledger(tmp_path: Path) -> None:
     assert created.count(True) == 1 and len(created) == 12
     assert len(Ledger(path, create=False).spends("d")) == 12
     assert not list(tmp_path.glob(".*creating"))  # no temporary files left behind
+
+
+def test_a_ledger_created_by_another_thread_between_checks_is_opened(tmp_path: Path, monkeypatch) -> None:
+    """The race the concurrent test can hit under load: this thread sees no file, then another
+    thread of the process creates and opens the ledger before this one looks again. That ledger
+    has not disappeared: it is opened (not created, no error)."""
+    path = tmp_path / "ledger.sqlite"
+    Ledger(path).register("d", PrivacyBudget(1.0))  # the other thread: created and opened
+    real_exists = Path.exists
+    first = {"seen": False}
+
+    def exists(self: Path, *args, **kwargs) -> bool:
+        if self == path and not first["seen"]:
+            first["seen"] = True
+            return False  # the first look happened before the other thread's link
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    led = Ledger(path)
+    assert first["seen"] and not led.created
+    assert led.spends("d") == []
