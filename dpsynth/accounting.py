@@ -161,15 +161,15 @@ class Ledger:
         if not self.path.exists():
             if not create:
                 raise LedgerError(f"The privacy ledger {str(self.path)!r} does not exist.")
-            # Re-check the path: another thread of this process may have created (and opened) the
-            # ledger between the first check and this one; only a ledger still missing has disappeared.
-            if key in _OPENED and not self.path.exists():
+            if key not in _OPENED:
+                self.created = _create(self.path)
+            # Looked at again: another thread of this process may have created and opened the ledger
+            # since the first look; only a ledger still missing has disappeared.
+            elif not self.path.exists():
                 raise LedgerError(
                     f"The privacy ledger {str(self.path)!r} was in use and has disappeared; it was not recreated"
                     " (an empty ledger would reset every budget). Restore it from a backup before releasing anything."
                 )
-            if key not in _OPENED:
-                self.created = _create(self.path)
         try:
             size = self.path.stat().st_size
         except OSError as exc:

@@ -229,25 +229,24 @@ def fit_marginal_model(
         if not cands:  # nothing left to measure within the size caps; the rest stays unspent
             break
         scores = np.empty(len(cands))
-        penalty: dict[int, float] = {}  # by cells: the expected noise term depends on the size only
+        # By cells: the measurement this round would buy, hence its expected noise, depends on the size only.
+        planned: dict[int, Measurement] = {}
         for i, cand in enumerate(cands):
             if cand.kind == "alone":
                 scores[i] = 0.0
                 continue
             cells = math.prod(sizes[c] for c in cand.measure)
-            if cells not in penalty:
-                b = allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER, round_weights)
-                penalty[cells] = PENALTY_FACTOR * plan.preview(b).mean_abs * cells
+            if cells not in planned:
+                planned[cells] = plan.preview(allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER,
+                                                       round_weights))
             if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
                 gap = float(gap_vs_independent[cand.measure])
             else:
                 est = model.estimate(cand)
                 gap = float(np.abs(real(cand.measure) - est).sum())
                 if cand.kind == "again":
-                    gap = _again_gain(gap, model.measured_variance(cand.measure), est.size,
-                                      plan.preview(allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER,
-                                                            round_weights)).variance)
-            scores[i] = gap - penalty[cells]
+                    gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
+            scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
         sel_left -= round_sel
         if len(cands) == 1:
             cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
