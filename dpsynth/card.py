@@ -38,9 +38,11 @@ def build_card(
     stages = _stages(plan, result) + list(extra_stages or [])
     if values is not None:
         d = values.describe()
-        stages.append({"stage": "value model: fine distribution of each numeric column (hierarchical histograms)",
-                       "mechanism": d.get("mechanism", "discrete Laplace on tree levels"),
-                       "guarantee": f"{plan.epsilon_values:g}-DP (pure)", "epsilon": plan.epsilon_values, "delta": 0.0})
+        stage = {"stage": "value model: fine distribution of each numeric column (hierarchical histograms)",
+                 "mechanism": d.get("mechanism", "discrete Laplace on tree levels"), "guarantee": d["guarantee"]}
+        stage.update({"rho": plan.rho_values} if plan.composition == "zcdp" else
+                     {"epsilon": plan.epsilon_values, "delta": 0.0})
+        stages.append(stage)
     warnings = list(plan.warnings)
     from dpsynth.provenance import data_derived_warning
 
@@ -55,6 +57,8 @@ def build_card(
         "delta": dlt,
         "epsilon_main_method": plan.epsilon_main,
         "epsilon_value_model": plan.epsilon_values,
+        **({"rho_total": plan.rho_total, "rho_main_method": plan.rho_main, "rho_value_model": plan.rho_values}
+           if plan.composition == "zcdp" else {}),
         "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
         "neighbours": rel.value,
         "neighbours_meaning": rel.describe(),
@@ -83,8 +87,10 @@ def build_card(
         "method": {"name": plan.method, "why": plan.why},
         "mechanism": _mechanism(plan, result),
         "released_tables": result.card_entry(),
-        "value_model": ({"epsilon": plan.epsilon_values, "share_of_epsilon": plan.epsilon_values / eps,
-                         "stage": values.describe()} if values is not None else None),
+        "value_model": (({"rho": plan.rho_values, "share_of_rho": plan.rho_values / plan.rho_total}
+                          if plan.composition == "zcdp" else
+                          {"epsilon": plan.epsilon_values, "share_of_epsilon": plan.epsilon_values / eps})
+                         | {"stage": values.describe()} if values is not None else None),
         "randomness": {
             "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
             else "seeded pseudo-random generator",
@@ -125,7 +131,13 @@ def _mechanism(plan: Any, result: Any) -> dict[str, Any]:
 def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
     extra = len(stages) > (1 if plan.method == "histogram" else len(result.model.stages))
     tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
-    if plan.epsilon_values > 0:
+    if plan.composition == "zcdp":
+        tail = (f" zCDP composition of two parts: the {plan.method} method is ρ = {plan.rho_main:.6g}-zCDP (alone"
+                f" ({plan.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
+                f" ρ_v = {plan.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"
+                f" {plan.rho_total:.6g}, which is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP by Canonne,"
+                " Kamath & Steinke 2020, Corollary 13." + tail)
+    elif plan.epsilon_values > 0:
         tail = (f" Basic composition of two parts: the {plan.method} method is (ε − ε_v = {plan.epsilon_main:g},"
                 f" δ = {plan.request.delta:g})-DP and the value model of the numeric columns is ε_v ="
                 f" {plan.epsilon_values:g}-DP (pure), so the release is ({plan.request.epsilon:g},"
@@ -155,7 +167,7 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
                  "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
                  "cells of the synthetic rows drawn ancestrally from the model, one clique at a time, with counts"
                  " rounded under control (each within one of the model's)"]
-    if plan.epsilon_values > 0:
+    if plan.has_values:
         steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
                      " distribution restricted to the bin; uniform on the bin's grid where it holds no mass); category"
                      " labels written as they are")

@@ -35,7 +35,7 @@ from dpsynth.neighbours import (
     histogram_l2_sensitivity,
     histogram_l2_sensitivity_squared,
 )
-from dpsynth.zcdp import delta_from_rho
+from dpsynth.zcdp import delta_from_rho, epsilon_from_rho
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -141,6 +141,30 @@ class DiscreteGaussian:
     l2_sensitivity: float
     sigma2: Fraction
     neighbours: Neighbours
+    #: ``profile``: σ² from the exact privacy profile at (ε, δ); ``zcdp``: σ² = Δ₂²/(2ρ) for a share ρ of
+    #: a zCDP budget (:meth:`from_rho`), ε then the CKS20 conversion of that ρ alone
+    calibration: str = "profile"
+
+    @classmethod
+    def from_rho(cls, rho: float, delta: float, neighbours: Neighbours | str, max_contributions: int = 1
+                 ) -> DiscreteGaussian:
+        """The discrete Gaussian that is (at most) ρ-zCDP: σ² = Δ₂²/(2ρ), rounded up to a rational.
+
+        Used when the release composes this measurement with others in zCDP; ``epsilon`` is the
+        (ε, δ) it gives alone by CKS20 Cor. 13.
+        """
+        dlt = check_delta(delta)
+        if dlt <= 0:
+            raise InputError("The Gaussian mechanism needs δ > 0; use the Laplace mechanism for δ = 0.")
+        r = float(rho)
+        if not (math.isfinite(r) and r > 0):
+            raise InputError(f"ρ must be a positive number, got {rho!r}.")
+        rel = Neighbours.parse(neighbours)
+        d2 = histogram_l2_sensitivity_squared(rel, max_contributions)
+        sigma2 = noise.rational_at_least(Fraction(d2) / (2 * Fraction(r)))
+        eps = epsilon_from_rho(d2 / (2.0 * float(sigma2)), dlt)
+        return cls(epsilon=eps, delta=dlt, l2_sensitivity=histogram_l2_sensitivity(rel, max_contributions),
+                   sigma2=sigma2, neighbours=rel, calibration="zcdp")
 
     @classmethod
     def calibrate(
@@ -209,7 +233,10 @@ class DiscreteGaussian:
             "sigma": math.sqrt(float(self.sigma2)),
             "sigma2": str(self.sigma2),
             "noise_std": self.noise_std(),
-            "calibration": "exact discrete-Gaussian privacy profile (Canonne, Kamath & Steinke 2020, Thm 7)",
+            "calibration": ("exact discrete-Gaussian privacy profile (Canonne, Kamath & Steinke 2020, Thm 7)"
+                            if self.calibration == "profile" else
+                            "σ² = Δ₂²/(2ρ) for its share ρ of the release's zCDP budget (Canonne, Kamath & Steinke"
+                            " 2020, Thm 4); ε from ρ by their Corollary 13"),
             "sampler": "exact integer sampler (Canonne, Kamath & Steinke 2020, Alg. 3)",
         }
 

@@ -161,11 +161,13 @@ def run(
         say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
         result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
         values = None
-        if plan.epsilon_values > 0:
+        if plan.has_values:
             from dpsynth.value_model import fit_value_model_from_counts
 
             say(0.86, "Measuring the fine distributions of numeric columns")
-            values = fit_value_model_from_counts(counted.leaves, plan.schema, epsilon=plan.epsilon_values,
+            values = fit_value_model_from_counts(counted.leaves, plan.schema,
+                                                 epsilon=plan.epsilon_values if plan.composition == "basic" else None,
+                                                 rho=plan.rho_values if plan.composition == "zcdp" else None,
                                                  neighbours=request.neighbours,
                                                  max_contributions=request.max_contributions, rng=rng)
         post_seed = post_processing_seed(rng)
@@ -245,7 +247,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         data, _ = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
         say(0.3, "Mapping values to cells")
         enc = encode(data, schema)
-        leaves = _leaf_counts_of(enc.raw, schema) if plan.epsilon_values > 0 else None
+        leaves = _leaf_counts_of(enc.raw, schema) if plan.has_values else None
         if plan.method == "marginals":
             return _Counted(report=enc.report, codes=enc.codes, leaves=leaves)
         counts = CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report,
@@ -257,7 +259,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         check_indexable(schema)  # an engine counts a flat cell index
     counter = get_engine(engine, **(options or {}))
     counts = counter.count(source, schema, progress=say)
-    leaves = _streamed_leaf_counts(source, schema) if plan.epsilon_values > 0 else None
+    leaves = _streamed_leaf_counts(source, schema) if plan.has_values else None
     if plan.method == "marginals":
         codes, weights = counts.occupied_codes()
         return _Counted(report=counts.report, codes=codes, weights=weights, leaves=leaves)
@@ -354,7 +356,7 @@ def _ledger_mechanism(plan: ReleasePlan) -> str:
         main = f"histogram: {plan.mechanism.describe()['mechanism']}"
     else:
         main = "marginals: junction-tree model"
-    return main + (" + value model (hierarchical histograms)" if plan.epsilon_values > 0 else "")
+    return main + (" + value model (hierarchical histograms)" if plan.has_values else "")
 
 
 def _estimate_spends(ledger: Ledger, ds: str, request: ReleaseRequest) -> dict[str, Any]:

@@ -16,12 +16,13 @@ method, a threshold where it does not apply.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.mechanisms import Mechanism, calibrate, check_delta, check_epsilon
+from dpsynth.mechanisms import DiscreteGaussian, Mechanism, calibrate, check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours
 from dpsynth.schema import Schema
 from dpsynth.synthesis import MAX_SYNTHETIC_ROWS
@@ -48,7 +49,8 @@ class ReleaseRequest:
     threshold: int = 1
     sparse_method: str = "auto"
     accept_data_derived: bool = True
-    #: share of ε for the value model of numeric columns (None: the default share when there are any)
+    #: share of the budget for the value model of numeric columns — of ρ when the release is accounted
+    #: in zCDP (δ > 0, Gaussian), of ε otherwise (None: the default share when there are any)
     value_share: float | None = None
 
     def __post_init__(self) -> None:
@@ -96,9 +98,25 @@ class ReleasePlan:
     mechanism: Mechanism | None
     artifacts: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
-    #: ε of the main method and of the value model (pure DP); basic composition: they add up to at most ε
+    #: ε of the main method (alone (ε_main, δ)-DP) and of the value model (pure DP); with basic
+    #: composition they add up to at most ε
     epsilon_main: float = 0.0
     epsilon_values: float = 0.0
+    #: with zCDP composition instead (δ > 0, Gaussian main method): ρ of the value model, ρ the main
+    #: method may spend, and the release's ρ; ρ_main + ρ_values ≤ ρ_total, which implies (ε, δ)
+    rho_values: float = 0.0
+    rho_main: float = 0.0
+    rho_total: float = 0.0
+
+    @property
+    def has_values(self) -> bool:
+        """Whether a value model is released (budget set aside for it)."""
+        return self.epsilon_values > 0 or self.rho_values > 0
+
+    @property
+    def composition(self) -> str:
+        """How the main method and the value model compose: ``none``, ``basic`` or ``zcdp``."""
+        return "zcdp" if self.rho_values > 0 else ("basic" if self.epsilon_values > 0 else "none")
 
     @property
     def schema(self) -> Schema:
@@ -136,8 +154,14 @@ class ReleasePlan:
 def make_plan(request: ReleaseRequest) -> ReleasePlan:
     """The plan for ``request``: a pure function of public inputs (see the module docstring)."""
     schema = request.schema
-    eps_main, eps_values = split_value_budget(request.epsilon, schema, request.value_share)
-    mech = calibrate(eps_main, request.delta, request.neighbours, request.max_contributions, kind=request.mechanism)
+    split = split_budget(request.epsilon, request.delta, schema, request.value_share, request.mechanism)
+    if split.rho_values > 0:
+        # the main method is a Gaussian accounted in zCDP: calibrated to its share of ρ
+        mech: Mechanism = DiscreteGaussian.from_rho(split.rho_main, request.delta, request.neighbours,
+                                                    request.max_contributions)
+    else:
+        mech = calibrate(split.epsilon_main, request.delta, request.neighbours, request.max_contributions,
+                         kind=request.mechanism)
     method, why = choose_method(schema, mech, request.method, request.expected_rows)
     warnings: list[str] = []
     if method == "histogram":
@@ -157,10 +181,69 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
         representation = "model"
         mech = None
         artifacts = ("synthetic.csv", "marginals.csv", "model.json", "schema.json", "card.json", "card.md")
-    if eps_values > 0:
+    if split.has_values:
         artifacts = (*artifacts[:-3], "value_model.json", *artifacts[-3:])
     return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
-                       artifacts=artifacts, warnings=tuple(warnings), epsilon_main=eps_main, epsilon_values=eps_values)
+                       artifacts=artifacts, warnings=tuple(warnings), epsilon_main=split.epsilon_main,
+                       epsilon_values=split.epsilon_values, rho_values=split.rho_values, rho_main=split.rho_main,
+                       rho_total=split.rho_total)
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """A release's budget shared between the main method and the value model (:func:`split_budget`)."""
+
+    epsilon_main: float
+    epsilon_values: float = 0.0
+    rho_values: float = 0.0
+    rho_main: float = 0.0
+    rho_total: float = 0.0
+
+    @property
+    def has_values(self) -> bool:
+        return self.epsilon_values > 0 or self.rho_values > 0
+
+
+def split_budget(epsilon: float, delta: float, schema: Schema, value_share: float | None,
+                 mechanism: str = "auto") -> BudgetSplit:
+    """How (ε, δ) is shared between the main method and the value model; a function of public inputs.
+
+    With δ > 0 and a Gaussian main method (``mechanism`` not ``laplace``) both parts are accounted
+    in zCDP: ρ = ρ(ε, δ) (CKS20 Cor. 13, rounded down), the value model gets ρ_v = s·ρ (s the share,
+    default :data:`dpsynth.value_model.DEFAULT_VALUE_RHO_SHARE`) and the main method ρ − ρ_v, which it
+    receives as ε_main = ε(ρ − ρ_v, δ); ρ adds up (Bun & Steinke 2016, Lemma 2.3), so the release is
+    (ε, δ)-DP. The marginals method turns ε_main back into its ρ with the same conversion; that
+    round trip is checked here to stay within ρ − ρ_v. Otherwise (δ = 0, or Laplace asked) the split
+    is :func:`split_value_budget`'s basic composition of pure ε_v and (ε − ε_v, δ).
+    """
+    from dpsynth import zcdp
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, value_columns
+
+    zcdp_path = delta > 0 and (mechanism or "auto").lower() != "laplace"
+    if not zcdp_path or not value_columns(schema) or value_share == 0:
+        main, ev = split_value_budget(epsilon, schema, value_share)
+        return BudgetSplit(epsilon_main=main, epsilon_values=ev)
+    share = _check_share(DEFAULT_VALUE_RHO_SHARE if value_share is None else value_share)
+    rho_total = zcdp.rho_from_epsilon(epsilon, delta)
+    rho_values = rho_total * share
+    rho_main = (rho_total - rho_values) * (1 - 1e-12)  # float sums: never a hair over ρ_total
+    # the main method re-derives its ρ from ε_main (and a hair below, see marginals.budget.Plan):
+    # step ε_main down until that ρ and ρ_v fit in ρ_total
+    eps_main = zcdp.epsilon_from_rho(rho_main, delta)
+    while zcdp.rho_from_epsilon(eps_main, delta) > rho_main:
+        eps_main = math.nextafter(eps_main, 0.0) * (1 - 1e-12)
+    return BudgetSplit(epsilon_main=min(eps_main, float(epsilon)), rho_values=rho_values, rho_main=rho_main,
+                       rho_total=rho_total)
+
+
+def _check_share(value_share: float) -> float:
+    try:
+        share = float(value_share)
+    except (TypeError, ValueError):
+        raise InputError(f"The value-model share of the budget must be a number, got {value_share!r}.") from None
+    if not 0.0 <= share < 1.0:
+        raise InputError(f"The value-model share of the budget must be at least 0 and below 1, got {value_share!r}.")
+    return share
 
 
 def split_value_budget(epsilon: float, schema: Schema, value_share: float | None) -> tuple[float, float]:
@@ -170,7 +253,6 @@ def split_value_budget(epsilon: float, schema: Schema, value_share: float | None
     (basic composition then gives at most ε). s must be in [0, 1); s = 0 (or no numeric column)
     gives (ε, 0).
     """
-    import math
     from fractions import Fraction
 
     from dpsynth.mechanisms import exact_epsilon
@@ -178,12 +260,7 @@ def split_value_budget(epsilon: float, schema: Schema, value_share: float | None
 
     if value_share is None:
         value_share = DEFAULT_VALUE_SHARE if value_columns(schema) else 0.0
-    try:
-        share = float(value_share)
-    except (TypeError, ValueError):
-        raise InputError(f"The value-model share of ε must be a number, got {value_share!r}.") from None
-    if not 0.0 <= share < 1.0:
-        raise InputError(f"The value-model share of ε must be at least 0 and below 1, got {value_share!r}.")
+    share = _check_share(value_share)
     if share == 0.0 or not value_columns(schema):
         return epsilon, 0.0
     total = exact_epsilon(epsilon)

@@ -239,14 +239,21 @@ def test_json_round_trip_is_byte_identical_and_samples_the_same() -> None:
 # -------------------------------------------------------------------------- accounting
 
 
-@pytest.mark.parametrize("method", ["histogram", "marginals"])
-def test_epsilon_adds_up_on_the_card_and_in_the_ledger(method: str, tmp_path) -> None:  # noqa: ANN001
+def _age_colour() -> tuple[pd.DataFrame, Schema]:
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"age": rng.integers(18, 90, 2000), "colour": rng.choice(["r", "g"], 2000)})
     schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True),
                      CategoricalColumn(name="colour", categories=("r", "g"))))
+    return df, schema
+
+
+@pytest.mark.parametrize(("method", "delta", "mechanism"),
+                         [("histogram", 0.0, "auto"), ("marginals", 0.0, "auto"), ("histogram", 1e-6, "laplace")])
+def test_epsilon_adds_up_on_the_card_and_in_the_ledger(method: str, delta: float, mechanism: str, tmp_path) -> None:  # noqa: ANN001
+    """Pure DP (or a Laplace main method): basic composition of ε − ε_v and a pure ε_v."""
+    df, schema = _age_colour()
     ledger = Ledger(tmp_path / "ledger.json")
-    rel = dpsynth.release(df, schema, epsilon=0.7, delta=1e-6 if method == "marginals" else 0.0, seed=1,
+    rel = dpsynth.release(df, schema, epsilon=0.7, delta=delta, seed=1, mechanism=mechanism,
                           method=method, value_share=0.2, ledger=ledger, dataset_id="d")
     card = rel.card
     ev, em = card["value_model"]["epsilon"], card["privacy"]["epsilon_main_method"]
@@ -262,6 +269,98 @@ def test_epsilon_adds_up_on_the_card_and_in_the_ledger(method: str, tmp_path) ->
     assert set(rel.card["artifacts"]) >= {"value_model.json"}
     again = rel.resample(100, rng=np.random.default_rng(1))
     assert (again["age"] >= 0).all() and len(again) == 100
+
+
+@pytest.mark.parametrize("method", ["histogram", "marginals"])
+@pytest.mark.parametrize("neighbours", ["add-remove", "replace-one"])
+def test_rho_adds_up_under_zcdp_composition(method: str, neighbours: str, tmp_path) -> None:  # noqa: ANN001
+    """δ > 0 with a Gaussian main method: the value model's ρ_v and the main method's ρ (what each
+    mechanism's noise actually costs, recomputed from its σ²) add up to at most ρ(ε, δ), and the
+    card, the stage entries and the ledger say so."""
+    from dpsynth import zcdp
+    from dpsynth.neighbours import histogram_l2_sensitivity_squared
+
+    df, schema = _age_colour()
+    ledger = Ledger(tmp_path / "ledger.json")
+    eps, dlt = 0.7, 1e-6
+    rel = dpsynth.release(df, schema, epsilon=eps, delta=dlt, seed=1, method=method, neighbours=neighbours,
+                          value_share=0.2, ledger=ledger, dataset_id="d")
+    card, priv = rel.card, rel.card["privacy"]
+    rho = zcdp.rho_from_epsilon(eps, dlt)
+    assert priv["rho_total"] == pytest.approx(rho) and priv["rho_total"] <= rho
+    assert card["value_model"]["rho"] == pytest.approx(0.2 * rho)
+    assert card["value_model"]["share_of_rho"] == pytest.approx(0.2)
+    assert priv["rho_main_method"] + priv["rho_value_model"] <= priv["rho_total"] * (1 + 1e-12)
+    # what the noise costs: the value model's σ² on every (column, level), the main method's mechanisms
+    vm = rel.values
+    d2 = histogram_l2_sensitivity_squared(neighbours, 1)
+    levels = sum(t.grid.levels for t in vm.trees.values())
+    rho_values = levels * d2 / (2 * float(vm.sigma2))
+    assert rho_values <= card["value_model"]["rho"] * (1 + 1e-12)
+    if method == "histogram":
+        rho_main = d2 / (2 * float(Fraction(card["mechanism"]["sigma2"])))
+    else:
+        rho_main = rel.model.params["rho_spent"]
+    assert rho_main <= priv["rho_main_method"] * (1 + 1e-12)
+    assert rho_main > 0.95 * priv["rho_main_method"]  # the main method gets its share, not much less
+    assert zcdp.epsilon_from_rho(rho_main + rho_values, dlt) <= eps * (1 + 1e-9)
+    assert "zCDP composition" in priv["composition"] and "Corollary 13" in priv["composition"]
+    stage = [s for s in priv["stages"] if s["stage"].startswith("value model")][0]
+    assert stage["rho"] == card["value_model"]["rho"] and "zCDP" in stage["guarantee"]
+    assert "discrete Gaussian" in card["value_model"]["stage"]["mechanism"]
+    assert ledger.spent("d").epsilon == pytest.approx(eps) and ledger.spent("d").delta == pytest.approx(dlt)
+    back = ValueModel.from_dict(json.loads(vm.to_json()))
+    assert back.to_json() == vm.to_json() and back.gaussian
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.3, 1.0, 3.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-5])
+@pytest.mark.parametrize("share", [None, 0.01, 0.3, 0.9])
+def test_zcdp_split_never_exceeds_rho(eps: float, delta: float, share: float | None) -> None:
+    """The main method re-derives its ρ from ε_main (marginals.budget.Plan): that ρ plus ρ_v stays within ρ(ε, δ)."""
+    from dpsynth import zcdp
+    from dpsynth.plan import split_budget
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE
+
+    schema = _one(NumericColumn(name="x", lower=0, upper=1, bins=2))
+    sp = split_budget(eps, delta, schema, share)
+    total = zcdp.rho_from_epsilon(eps, delta)
+    assert sp.rho_values == pytest.approx((DEFAULT_VALUE_RHO_SHARE if share is None else share) * total)
+    assert zcdp.rho_from_epsilon(sp.epsilon_main, delta) + sp.rho_values <= total
+    assert zcdp.rho_from_epsilon(sp.epsilon_main, delta) > 0.999 * sp.rho_main
+    assert sp.epsilon_values == 0.0 and 0 < sp.epsilon_main < eps
+    # δ = 0, a Laplace main method, share 0 or no numeric column: basic composition as before
+    assert split_budget(eps, 0.0, schema, share).rho_values == 0.0
+    assert split_budget(eps, delta, schema, share, "laplace").rho_values == 0.0
+    assert split_budget(eps, delta, schema, 0).epsilon_main == eps
+    cat = Schema((CategoricalColumn(name="c", categories=("a", "b")),))
+    assert split_budget(eps, delta, cat, share).epsilon_main == eps
+
+
+def test_node_noise_is_discrete_gaussian_at_the_stated_variance() -> None:
+    """One level (64 leaves): with a ρ budget every leaf's noise is discrete Gaussian with σ² = levels·Δ₂²/(2ρ)."""
+    schema = _one(NumericColumn(name="x", lower=0, upper=63, bins=4, integer=True))
+    values = np.repeat(np.arange(64), np.arange(64) % 7)
+    df = pd.DataFrame({"x": values})
+    true = np.bincount(values, minlength=64)
+    rng = np.random.default_rng(12)
+    draws = []
+    for _ in range(200):
+        vm = fit_value_model(df, schema, rho=0.125, rng=rng)
+        assert vm.trees["x"].grid.levels == 1 and len(vm.trees["x"].counts[0]) == 64
+        draws.append(vm.trees["x"].counts[0] - true)
+    z = np.concatenate(draws)
+    assert vm.sigma2 == Fraction(4) and vm.scale is None  # Δ₂² = 1, one level, ρ = 1/8
+    assert vm.describe()["guarantee"] == "0.125-zCDP"
+    ks = np.arange(-7, 8)
+    obs = np.array([np.sum(z <= -8)] + [np.sum(z == k) for k in ks] + [np.sum(z >= 8)])
+    pmf = noise.discrete_gaussian_pmf(np.arange(-60, 61), Fraction(4))
+    expected = np.concatenate([[pmf[:53].sum()], pmf[53:68], [pmf[68:].sum()]]) * len(z)
+    assert stats.chisquare(obs, expected * obs.sum() / expected.sum()).pvalue > 1e-4
+    with pytest.raises(InputError):
+        fit_value_model(df, schema, epsilon=1.0, rho=0.1, rng=rng)
+    with pytest.raises(InputError):
+        fit_value_model(df, schema, rng=rng)
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 0.1, 2.7, 1e-3])
