@@ -77,8 +77,7 @@ def fixed_noise(monkeypatch: pytest.MonkeyPatch) -> np.ndarray:
     monkeypatch.setattr(DiscreteLaplace, "__call__", fixed)
     monkeypatch.setattr(DiscreteGaussian, "__call__", fixed)
 
-    def fixed_tree(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, scale: object, threshold: float, *,
-                   rng: np.random.Generator) -> ColumnTree:
+    def fixed_tree(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, draw: object, threshold: float) -> ColumnTree:
         """The value model's noisy tree replaced too: fixed counts on the level-1 nodes, whatever the data."""
         nodes = np.arange(g.n_nodes(1), dtype=np.int64)
         return ColumnTree(g, (nodes,), (np.random.default_rng(7).integers(-3, 40, len(nodes)),))
