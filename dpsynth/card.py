@@ -132,6 +132,10 @@ def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
     extra = len(stages) > (1 if plan.method == "histogram" else len(result.model.stages))
     tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
     if plan.composition == "zcdp":
+        # the value model's stage is composed in ρ just below; only further stages add up in (ε, δ)
+        others = len(stages) - (1 if plan.method == "histogram" else len(result.model.stages)) - 1
+        tail = (" The other stages listed compose with these by basic composition: their ε and δ add up to the"
+                " totals above." if others > 0 else "")
         tail = (f" zCDP composition of two parts: the {plan.method} method is ρ = {plan.rho_main:.6g}-zCDP (alone"
                 f" ({plan.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
                 f" ρ_v = {plan.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"

@@ -305,6 +305,7 @@ def test_rho_adds_up_under_zcdp_composition(method: str, neighbours: str, tmp_pa
     assert rho_main > 0.95 * priv["rho_main_method"]  # the main method gets its share, not much less
     assert zcdp.epsilon_from_rho(rho_main + rho_values, dlt) <= eps * (1 + 1e-9)
     assert "zCDP composition" in priv["composition"] and "Corollary 13" in priv["composition"]
+    assert "basic composition" not in priv["composition"]  # nothing on this card adds up in (ε, δ)
     stage = [s for s in priv["stages"] if s["stage"].startswith("value model")][0]
     assert stage["rho"] == card["value_model"]["rho"] and "zCDP" in stage["guarantee"]
     assert "discrete Gaussian" in card["value_model"]["stage"]["mechanism"]
