@@ -1,7 +1,7 @@
 """Benchmark of the many-columns method (dpsynth.marginals) on Adult and Titanic, against issue 14's targets.
 
 Prints, per dataset and ε, for whole releases (``dpsynth.release(method="marginals")``: the model,
-the value model at its default share of ε, synthetic rows with raw values) and averaged over
+the value model at its default share of the budget, synthetic rows with raw values) and averaged over
 seeds: the average total-variation distance (TVD) between real and synthetic 2-way marginals (all
 column pairs) and 3-way marginals (a fixed seeded sample of 300 triples, or all triples when
 fewer) after binning by the public schema; the mean Kolmogorov–Smirnov distance between real and
