@@ -98,25 +98,14 @@ class ReleasePlan:
     mechanism: Mechanism | None
     artifacts: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
-    #: ε of the main method (alone (ε_main, δ)-DP) and of the value model (pure DP); with basic
-    #: composition they add up to at most ε
-    epsilon_main: float = 0.0
-    epsilon_values: float = 0.0
-    #: with zCDP composition instead (δ > 0, Gaussian main method): ρ of the value model, ρ the main
-    #: method may spend, and the release's ρ; ρ_main + ρ_values ≤ ρ_total, which implies (ε, δ)
-    rho_values: float = 0.0
-    rho_main: float = 0.0
-    rho_total: float = 0.0
+    #: the budget shared between the main method and the value model (:func:`split_budget`)
+    budget: BudgetSplit | None = None
 
-    @property
-    def has_values(self) -> bool:
-        """Whether a value model is released (budget set aside for it)."""
-        return self.epsilon_values > 0 or self.rho_values > 0
-
-    @property
-    def composition(self) -> str:
-        """How the main method and the value model compose: ``none``, ``basic`` or ``zcdp``."""
-        return "zcdp" if self.rho_values > 0 else ("basic" if self.epsilon_values > 0 else "none")
+    def __getattr__(self, name: str) -> Any:
+        # epsilon_main, epsilon_values, rho_*, has_values, composition: the split's
+        if name in _SPLIT_FIELDS and self.budget is not None:
+            return getattr(self.budget, name)
+        raise AttributeError(name)
 
     @property
     def schema(self) -> Schema:
@@ -184,14 +173,18 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
     if split.has_values:
         artifacts = (*artifacts[:-3], "value_model.json", *artifacts[-3:])
     return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
-                       artifacts=artifacts, warnings=tuple(warnings), epsilon_main=split.epsilon_main,
-                       epsilon_values=split.epsilon_values, rho_values=split.rho_values, rho_main=split.rho_main,
-                       rho_total=split.rho_total)
+                       artifacts=artifacts, warnings=tuple(warnings), budget=split)
 
 
 @dataclass(frozen=True)
 class BudgetSplit:
-    """A release's budget shared between the main method and the value model (:func:`split_budget`)."""
+    """A release's budget shared between the main method and the value model (:func:`split_budget`).
+
+    ``epsilon_main``: the main method's ε (alone (ε_main, δ)-DP). Basic composition: the value
+    model's pure ``epsilon_values``, the two adding up to at most ε. zCDP composition instead
+    (δ > 0, Gaussian main method): ``rho_values`` of the value model, ``rho_main`` the main method
+    may spend and ``rho_total`` = ρ(ε, δ), with ρ_main + ρ_values ≤ ρ_total.
+    """
 
     epsilon_main: float
     epsilon_values: float = 0.0
@@ -201,7 +194,17 @@ class BudgetSplit:
 
     @property
     def has_values(self) -> bool:
+        """Whether a value model is released (budget set aside for it)."""
         return self.epsilon_values > 0 or self.rho_values > 0
+
+    @property
+    def composition(self) -> str:
+        """How the main method and the value model compose: ``none``, ``basic`` or ``zcdp``."""
+        return "zcdp" if self.rho_values > 0 else ("basic" if self.epsilon_values > 0 else "none")
+
+
+_SPLIT_FIELDS = frozenset({"epsilon_main", "epsilon_values", "rho_values", "rho_main", "rho_total", "has_values",
+                           "composition"})
 
 
 def split_budget(epsilon: float, delta: float, schema: Schema, value_share: float | None,
