@@ -40,8 +40,8 @@ def build_card(
         d = values.describe()
         stage = {"stage": "value model: fine distribution of each numeric column (hierarchical histograms)",
                  "mechanism": d.get("mechanism", "discrete Laplace on tree levels"), "guarantee": d["guarantee"]}
-        stage.update({"rho": plan.rho_values} if plan.composition == "zcdp" else
-                     {"epsilon": plan.epsilon_values, "delta": 0.0})
+        stage.update({"rho": plan.budget.rho_values} if plan.budget.composition == "zcdp" else
+                     {"epsilon": plan.budget.epsilon_values, "delta": 0.0})
         stages.append(stage)
     warnings = list(plan.warnings)
     from dpsynth.provenance import data_derived_warning
@@ -55,10 +55,10 @@ def build_card(
     privacy: dict[str, Any] = {
         "epsilon": eps,
         "delta": dlt,
-        "epsilon_main_method": plan.epsilon_main,
-        "epsilon_value_model": plan.epsilon_values,
-        **({"rho_total": plan.rho_total, "rho_main_method": plan.rho_main, "rho_value_model": plan.rho_values}
-           if plan.composition == "zcdp" else {}),
+        "epsilon_main_method": plan.budget.epsilon_main,
+        "epsilon_value_model": plan.budget.epsilon_values,
+        **({"rho_total": plan.budget.rho_total, "rho_main_method": plan.budget.rho_main, "rho_value_model": plan.budget.rho_values}
+           if plan.budget.composition == "zcdp" else {}),
         "definition": "approximate (ε, δ)-DP" if dlt > 0 else "pure ε-DP",
         "neighbours": rel.value,
         "neighbours_meaning": rel.describe(),
@@ -87,9 +87,9 @@ def build_card(
         "method": {"name": plan.method, "why": plan.why},
         "mechanism": _mechanism(plan, result),
         "released_tables": result.card_entry(),
-        "value_model": (({"rho": plan.rho_values, "share_of_rho": plan.rho_values / plan.rho_total}
-                          if plan.composition == "zcdp" else
-                          {"epsilon": plan.epsilon_values, "share_of_epsilon": plan.epsilon_values / eps})
+        "value_model": (({"rho": plan.budget.rho_values, "share_of_rho": plan.budget.rho_values / plan.budget.rho_total}
+                          if plan.budget.composition == "zcdp" else
+                          {"epsilon": plan.budget.epsilon_values, "share_of_epsilon": plan.budget.epsilon_values / eps})
                          | {"stage": values.describe()} if values is not None else None),
         "randomness": {
             "source": "cryptographically secure (ChaCha20 keyed from OS entropy)" if secure
@@ -131,20 +131,20 @@ def _mechanism(plan: Any, result: Any) -> dict[str, Any]:
 def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
     extra = len(stages) > (1 if plan.method == "histogram" else len(result.model.stages))
     tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
-    if plan.composition == "zcdp":
+    if plan.budget.composition == "zcdp":
         # the value model's stage is composed in ρ just below; only further stages add up in (ε, δ)
         others = len(stages) - (1 if plan.method == "histogram" else len(result.model.stages)) - 1
         tail = (" The other stages listed compose with these by basic composition: their ε and δ add up to the"
                 " totals above." if others > 0 else "")
-        tail = (f" zCDP composition of two parts: the {plan.method} method is ρ = {plan.rho_main:.6g}-zCDP (alone"
-                f" ({plan.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
-                f" ρ_v = {plan.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"
-                f" {plan.rho_total:.6g}, which is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP by Canonne,"
+        tail = (f" zCDP composition of two parts: the {plan.method} method is ρ = {plan.budget.rho_main:.6g}-zCDP (alone"
+                f" ({plan.budget.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
+                f" ρ_v = {plan.budget.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"
+                f" {plan.budget.rho_total:.6g}, which is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP by Canonne,"
                 " Kamath & Steinke 2020, Corollary 13." + tail)
-    elif plan.epsilon_values > 0:
-        tail = (f" Basic composition of two parts: the {plan.method} method is (ε − ε_v = {plan.epsilon_main:g},"
+    elif plan.budget.epsilon_values > 0:
+        tail = (f" Basic composition of two parts: the {plan.method} method is (ε − ε_v = {plan.budget.epsilon_main:g},"
                 f" δ = {plan.request.delta:g})-DP and the value model of the numeric columns is ε_v ="
-                f" {plan.epsilon_values:g}-DP (pure), so the release is ({plan.request.epsilon:g},"
+                f" {plan.budget.epsilon_values:g}-DP (pure), so the release is ({plan.request.epsilon:g},"
                 f" {plan.request.delta:g})-DP." + tail)
     if plan.method == "histogram":
         return ("One measurement: each row is in exactly one cell, so the noisy counts of all cells together cost"
@@ -171,7 +171,7 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
                  "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
                  "cells of the synthetic rows drawn ancestrally from the model, one clique at a time, with counts"
                  " rounded under control (each within one of the model's)"]
-    if plan.has_values:
+    if plan.budget.has_values:
         steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
                      " distribution restricted to the bin; uniform on the bin's grid where it holds no mass); category"
                      " labels written as they are")

@@ -161,13 +161,11 @@ def run(
         say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
         result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
         values = None
-        if plan.has_values:
+        if plan.budget.has_values:
             from dpsynth.value_model import fit_value_model_from_counts
 
             say(0.86, "Measuring the fine distributions of numeric columns")
-            values = fit_value_model_from_counts(counted.leaves, plan.schema,
-                                                 epsilon=plan.epsilon_values if plan.composition == "basic" else None,
-                                                 rho=plan.rho_values if plan.composition == "zcdp" else None,
+            values = fit_value_model_from_counts(counted.leaves, plan.schema, **plan.budget.value_budget(),
                                                  neighbours=request.neighbours,
                                                  max_contributions=request.max_contributions, rng=rng)
         post_seed = post_processing_seed(rng)
@@ -247,7 +245,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         data, _ = bound_contributions(df, r.id_column, r.max_contributions, rng=rng)
         say(0.3, "Mapping values to cells")
         enc = encode(data, schema)
-        leaves = _leaf_counts_of(enc.raw, schema) if plan.has_values else None
+        leaves = _leaf_counts_of(enc.raw, schema) if plan.budget.has_values else None
         if plan.method == "marginals":
             return _Counted(report=enc.report, codes=enc.codes, leaves=leaves)
         counts = CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report,
@@ -259,7 +257,7 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
         check_indexable(schema)  # an engine counts a flat cell index
     counter = get_engine(engine, **(options or {}))
     counts = counter.count(source, schema, progress=say)
-    leaves = _streamed_leaf_counts(source, schema) if plan.has_values else None
+    leaves = _streamed_leaf_counts(source, schema) if plan.budget.has_values else None
     if plan.method == "marginals":
         codes, weights = counts.occupied_codes()
         return _Counted(report=counts.report, codes=codes, weights=weights, leaves=leaves)
@@ -335,7 +333,7 @@ def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say
     if plan.method == "marginals":
         from dpsynth.marginals import fit_marginal_model
 
-        model = fit_marginal_model(counted.codes, schema.sizes, epsilon=plan.epsilon_main, delta=r.delta,
+        model = fit_marginal_model(counted.codes, schema.sizes, epsilon=plan.budget.epsilon_main, delta=r.delta,
                                    neighbours=r.neighbours,
                                    max_contributions=r.max_contributions, rng=rng, weights=counted.weights, progress=say)
         return MarginalResult(schema, model)
@@ -356,7 +354,7 @@ def _ledger_mechanism(plan: ReleasePlan) -> str:
         main = f"histogram: {plan.mechanism.describe()['mechanism']}"
     else:
         main = "marginals: junction-tree model"
-    return main + (" + value model (hierarchical histograms)" if plan.has_values else "")
+    return main + (" + value model (hierarchical histograms)" if plan.budget.has_values else "")
 
 
 def _estimate_spends(ledger: Ledger, ds: str, request: ReleaseRequest) -> dict[str, Any]:

@@ -88,6 +88,47 @@ class ReleaseRequest:
 
 
 @dataclass(frozen=True)
+class BudgetSplit:
+    """A release's budget shared between the main method and the value model (:func:`split_budget`).
+
+    ``epsilon_main``: the main method's ε (alone (ε_main, δ)-DP). Basic composition: the value
+    model's pure ``epsilon_values``, the two adding up to at most ε. zCDP composition instead
+    (δ > 0, Gaussian main method): ``rho_values`` of the value model, ``rho_main`` the main method
+    may spend and ``rho_total`` = ρ(ε, δ), with ρ_main + ρ_values ≤ ρ_total.
+    """
+
+    epsilon_main: float
+    epsilon_values: float = 0.0
+    rho_values: float = 0.0
+    rho_main: float = 0.0
+    rho_total: float = 0.0
+
+    @property
+    def has_values(self) -> bool:
+        """Whether a value model is released (budget set aside for it)."""
+        return self.epsilon_values > 0 or self.rho_values > 0
+
+    @property
+    def composition(self) -> str:
+        """How the main method and the value model compose: ``none``, ``basic`` or ``zcdp``."""
+        return "zcdp" if self.rho_values > 0 else ("basic" if self.epsilon_values > 0 else "none")
+
+    def value_budget(self) -> dict[str, float]:
+        """The value model's budget as :func:`dpsynth.value_model.fit_value_model_from_counts` takes it."""
+        return {"rho": self.rho_values} if self.composition == "zcdp" else {"epsilon": self.epsilon_values}
+
+    def main_mechanism(self, delta: float, neighbours: Neighbours | str, max_contributions: int,
+                       kind: str = "auto") -> Mechanism:
+        """The histogram mechanism of the main method: under zCDP composition a Gaussian calibrated to
+        ``rho_main``, otherwise :func:`dpsynth.mechanisms.calibrate` at ``epsilon_main``."""
+        if self.composition == "zcdp":
+            return DiscreteGaussian.from_rho(self.rho_main, delta, neighbours, max_contributions)
+        return calibrate(self.epsilon_main, delta, neighbours, max_contributions, kind=kind)
+
+
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     """What the release will do. ``representation``: ``dense`` or ``sparse`` histogram, or ``model``."""
 
@@ -99,13 +140,7 @@ class ReleasePlan:
     artifacts: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
     #: the budget shared between the main method and the value model (:func:`split_budget`)
-    budget: BudgetSplit | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        # epsilon_main, epsilon_values, rho_*, has_values, composition: the split's
-        if name in _SPLIT_FIELDS and self.budget is not None:
-            return getattr(self.budget, name)
-        raise AttributeError(name)
+    budget: BudgetSplit = field(default=BudgetSplit(epsilon_main=0.0))
 
     @property
     def schema(self) -> Schema:
@@ -144,13 +179,7 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
     """The plan for ``request``: a pure function of public inputs (see the module docstring)."""
     schema = request.schema
     split = split_budget(request.epsilon, request.delta, schema, request.value_share, request.mechanism)
-    if split.rho_values > 0:
-        # the main method is a Gaussian accounted in zCDP: calibrated to its share of ρ
-        mech: Mechanism = DiscreteGaussian.from_rho(split.rho_main, request.delta, request.neighbours,
-                                                    request.max_contributions)
-    else:
-        mech = calibrate(split.epsilon_main, request.delta, request.neighbours, request.max_contributions,
-                         kind=request.mechanism)
+    mech = split.main_mechanism(request.delta, request.neighbours, request.max_contributions, request.mechanism)
     method, why = choose_method(schema, mech, request.method, request.expected_rows)
     warnings: list[str] = []
     if method == "histogram":
@@ -174,37 +203,6 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
         artifacts = (*artifacts[:-3], "value_model.json", *artifacts[-3:])
     return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
                        artifacts=artifacts, warnings=tuple(warnings), budget=split)
-
-
-@dataclass(frozen=True)
-class BudgetSplit:
-    """A release's budget shared between the main method and the value model (:func:`split_budget`).
-
-    ``epsilon_main``: the main method's ε (alone (ε_main, δ)-DP). Basic composition: the value
-    model's pure ``epsilon_values``, the two adding up to at most ε. zCDP composition instead
-    (δ > 0, Gaussian main method): ``rho_values`` of the value model, ``rho_main`` the main method
-    may spend and ``rho_total`` = ρ(ε, δ), with ρ_main + ρ_values ≤ ρ_total.
-    """
-
-    epsilon_main: float
-    epsilon_values: float = 0.0
-    rho_values: float = 0.0
-    rho_main: float = 0.0
-    rho_total: float = 0.0
-
-    @property
-    def has_values(self) -> bool:
-        """Whether a value model is released (budget set aside for it)."""
-        return self.epsilon_values > 0 or self.rho_values > 0
-
-    @property
-    def composition(self) -> str:
-        """How the main method and the value model compose: ``none``, ``basic`` or ``zcdp``."""
-        return "zcdp" if self.rho_values > 0 else ("basic" if self.epsilon_values > 0 else "none")
-
-
-_SPLIT_FIELDS = frozenset({"epsilon_main", "epsilon_values", "rho_values", "rho_main", "rho_total", "has_values",
-                           "composition"})
 
 
 def split_budget(epsilon: float, delta: float, schema: Schema, value_share: float | None,

@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from dpsynth import zcdp
-from dpsynth.mechanisms import calibrate
 from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l2_sensitivity_squared
 from dpsynth.schema import Schema
 
@@ -101,14 +100,12 @@ def predict_utility(
     max_contributions: int = 1, mechanism: str = "auto", method: str = "auto", expected_rows: int | None = None,
 ) -> Prediction:
     """Expected mean one- and two-column TVD of the release that would run (see the module docstring)."""
-    from dpsynth.mechanisms import DiscreteGaussian
     from dpsynth.plan import choose_method, split_budget  # what the release's plan will run
 
     rel = Neighbours.parse(neighbours)
     split = split_budget(epsilon, delta, schema, None, mechanism)  # the main method's share (the rest: numeric values)
     epsilon = split.epsilon_main
-    mech = (DiscreteGaussian.from_rho(split.rho_main, delta, rel, max_contributions) if split.rho_values > 0
-            else calibrate(epsilon, delta, rel, max_contributions, kind=mechanism))
+    mech = split.main_mechanism(delta, rel, max_contributions, mechanism)
     chosen, why = choose_method(schema, mech, method, expected_rows)
     n = int(expected_rows) if expected_rows else DEFAULT_ROWS
     sizes = list(schema.sizes)

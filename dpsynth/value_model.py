@@ -40,10 +40,10 @@ in full; a node's children are measured only if its noisy count reached the publ
 probability p^⌈θ⌉/(1+p) ≤ 1/(2b), p = e^(−1/scale): about 1/(4b) at the usual scales); with Gaussian
 noise θ = σ·Φ⁻¹(1 − 1/(4b)), the same tail probability. Which nodes
 are visited depends only on earlier released noisy counts, and each visited node's noise is drawn
-when it is visited whether or not any row is there, so every level is the discrete Laplace
-mechanism on a data-independent (given the past releases) set of disjoint cells: the adaptive
-composition of h·(columns) pure-DP steps is ε_v-DP. The released object is the noisy counts of the
-visited nodes (:meth:`ValueModel.to_dict`).
+when it is visited whether or not any row is there, so every level is the discrete Laplace (or
+Gaussian) mechanism on a data-independent (given the past releases) set of disjoint cells: the
+adaptive composition of h·(columns) pure-DP steps is ε_v-DP (of ρ_v/(h·columns)-zCDP steps,
+ρ_v-zCDP). The released object is the noisy counts of the visited nodes (:meth:`ValueModel.to_dict`).
 
 Post-processing (free): least-squares consistency over the visited tree (Hay, Rastogi, Miklau &
 Suciu 2010, "Boosting the accuracy of differentially private histograms through consistency",

@@ -33,20 +33,25 @@ def _one(col: NumericColumn) -> Schema:
 # ------------------------------------------------------------------------------ the noise law
 
 
-def test_node_noise_is_discrete_laplace_at_the_stated_scale() -> None:
-    """One level (64 leaves, branching 64): every leaf's noise is discrete Laplace(levels·Δ/ε)."""
+def _one_level_noise(seed: int, **budget: float) -> tuple[ValueModel, np.ndarray]:
+    """200 value models of one level (64 leaves, branching 64): the last model and every leaf's noise."""
     schema = _one(NumericColumn(name="x", lower=0, upper=63, bins=4, integer=True))
     values = np.repeat(np.arange(64), np.arange(64) % 7)
     df = pd.DataFrame({"x": values})
     true = np.bincount(values, minlength=64)
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seed)
     draws = []
     for _ in range(200):
-        vm = fit_value_model(df, schema, epsilon=0.5, rng=rng)
+        vm = fit_value_model(df, schema, rng=rng, **budget)
         tree = vm.trees["x"]
         assert tree.grid.levels == 1 and len(tree.counts[0]) == 64
         draws.append(tree.counts[0] - true)
-    z = np.concatenate(draws)
+    return vm, np.concatenate(draws)
+
+
+def test_node_noise_is_discrete_laplace_at_the_stated_scale() -> None:
+    """One level (64 leaves, branching 64): every leaf's noise is discrete Laplace(levels·Δ/ε)."""
+    vm, z = _one_level_noise(11, epsilon=0.5)
     assert vm.scale == Fraction(2)  # Δ₁ = 1 per level, one level, ε = 1/2
     edges = np.arange(-8, 10)  # bins {≤-8}, -7 … 8, {≥9}
     obs = np.array([np.sum(z <= -8)] + [np.sum(z == k) for k in range(-7, 9)] + [np.sum(z >= 9)])
@@ -340,17 +345,7 @@ def test_zcdp_split_never_exceeds_rho(eps: float, delta: float, share: float | N
 
 def test_node_noise_is_discrete_gaussian_at_the_stated_variance() -> None:
     """One level (64 leaves): with a ρ budget every leaf's noise is discrete Gaussian with σ² = levels·Δ₂²/(2ρ)."""
-    schema = _one(NumericColumn(name="x", lower=0, upper=63, bins=4, integer=True))
-    values = np.repeat(np.arange(64), np.arange(64) % 7)
-    df = pd.DataFrame({"x": values})
-    true = np.bincount(values, minlength=64)
-    rng = np.random.default_rng(12)
-    draws = []
-    for _ in range(200):
-        vm = fit_value_model(df, schema, rho=0.125, rng=rng)
-        assert vm.trees["x"].grid.levels == 1 and len(vm.trees["x"].counts[0]) == 64
-        draws.append(vm.trees["x"].counts[0] - true)
-    z = np.concatenate(draws)
+    vm, z = _one_level_noise(12, rho=0.125)
     assert vm.sigma2 == Fraction(4) and vm.scale is None  # Δ₂² = 1, one level, ρ = 1/8
     assert vm.describe()["guarantee"] == "0.125-zCDP"
     ks = np.arange(-7, 8)
@@ -358,10 +353,11 @@ def test_node_noise_is_discrete_gaussian_at_the_stated_variance() -> None:
     pmf = noise.discrete_gaussian_pmf(np.arange(-60, 61), Fraction(4))
     expected = np.concatenate([[pmf[:53].sum()], pmf[53:68], [pmf[68:].sum()]]) * len(z)
     assert stats.chisquare(obs, expected * obs.sum() / expected.sum()).pvalue > 1e-4
+    df, schema = pd.DataFrame({"x": [1, 2]}), _one(NumericColumn(name="x", lower=0, upper=63, bins=4))
     with pytest.raises(InputError):
-        fit_value_model(df, schema, epsilon=1.0, rho=0.1, rng=rng)
+        fit_value_model(df, schema, epsilon=1.0, rho=0.1, rng=np.random.default_rng(0))
     with pytest.raises(InputError):
-        fit_value_model(df, schema, rng=rng)
+        fit_value_model(df, schema, rng=np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 0.1, 2.7, 1e-3])
