@@ -229,7 +229,7 @@ class _Counted:
     counts: Any = None  # dpsynth.engines.CellCounts
     codes: np.ndarray | None = None
     weights: np.ndarray | None = None
-    leaves: dict[str, tuple[np.ndarray, np.ndarray]] | None = None  # value model: occupied leaves per numeric column
+    leaves: dict[str, Any] | None = None  # value model: dpsynth.value_model.ColumnCounts per numeric column
 
 
 def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] | None, rng: np.random.Generator,
@@ -264,31 +264,27 @@ def _count(source: Any, plan: ReleasePlan, engine: str, options: dict[str, Any] 
     return _Counted(report=counts.report, counts=counts, leaves=leaves)
 
 
-def _leaf_counts_of(raw: dict[str, np.ndarray], schema: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Exact counts of the value model's occupied leaves per numeric column (never released as such)."""
-    from dpsynth.value_model import column_grids, leaf_index
+def _leaf_counts_of(raw: dict[str, np.ndarray], schema: Any) -> dict[str, Any]:
+    """Exact counts of the value model per numeric column (:class:`dpsynth.value_model.ColumnCounts`; never released as such)."""
+    from dpsynth.value_model import count_column, value_columns
 
-    out = {}
-    for name, g in column_grids(schema).items():
-        occupied, n = np.unique(leaf_index(raw[name], schema.column(name), g), return_counts=True)
-        out[name] = (occupied.astype(np.int64), n.astype(np.int64))
-    return out
+    return {c.name: count_column(raw[c.name], c) for c in value_columns(schema)}
 
 
 #: Rows per batch when the value model's leaves are counted beside an engine (memory stays bounded).
 LEAF_BATCH_ROWS = 500_000
 
 
-def _streamed_leaf_counts(source: Any, schema: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _streamed_leaf_counts(source: Any, schema: Any) -> dict[str, Any]:
     """The same leaf counts as the in-memory path, for a file or table counted on DuckDB or Spark: the rows
     are read in batches (DuckDB, CSV cells as text as the engines read them) and each batch is encoded with
     the in-memory semantics, so the released value model is the same whichever engine counted."""
     import duckdb
 
-    from dpsynth.value_model import column_grids, leaf_index
+    from dpsynth.value_model import count_column, value_columns
 
-    grids = column_grids(schema)
-    totals = {name: np.zeros(g.leaves, dtype=np.int64) for name, g in grids.items()}
+    numeric = value_columns(schema)
+    totals: dict[str, Any] = {}
     con = duckdb.connect()
     try:
         cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schema.names)
@@ -305,15 +301,13 @@ def _streamed_leaf_counts(source: Any, schema: Any) -> dict[str, tuple[np.ndarra
         reader = rel.fetch_record_batch(LEAF_BATCH_ROWS)
         for batch in reader:
             enc = encode(batch.to_pandas(), schema)
-            for name, g in grids.items():
-                totals[name] += np.bincount(leaf_index(enc.raw[name], schema.column(name), g), minlength=g.leaves)
+            for c in numeric:
+                counted = count_column(enc.raw[c.name], c)
+                totals[c.name] = counted if c.name not in totals else totals[c.name] + counted
     finally:
         con.close()
-    out = {}
-    for name, t in totals.items():
-        occupied = np.flatnonzero(t)
-        out[name] = (occupied.astype(np.int64), t[occupied])
-    return out
+    # a source with no rows: the counts of no values
+    return {c.name: totals[c.name] if c.name in totals else count_column(np.empty(0), c) for c in numeric}
 
 
 def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:

@@ -6,13 +6,22 @@ skew inside a bin were lost. A :class:`ValueModel` is a separate pure ε_v-DP re
 numeric column's distribution at its declared precision, from which :meth:`ValueModel.sample_in_bins`
 draws each synthetic value *given its bin*, so the joint structure still comes from the main model.
 A column whose declared grid has a single point in every bin (Adult's education_num with
-``integer``) gets no tree and no budget: its bin is its value.
+``integer``) gets no tree and no budget: its bin is its value (one whose *estimated* grid has a
+single point in every bin gets no tree either: only its precision count is spent).
 
 Mechanism (:func:`fit_value_model`): per numeric column, a hierarchical histogram (a tree of
 counts) over the public range [lower, upper] on the column's value grid — whole numbers for
-``integer``, multiples of 10^-d for ``decimals`` d, and for a column with neither a fixed grid of
-multiples of 10^-d with d the largest whole number (possibly negative: steps of 10, 100, …) giving
-at most :data:`AUTO_GRID_POINTS` points (never finer than 10^-9, and at least 2 points per bin).
+``integer``, multiples of 10^-d for ``decimals`` d. A column with neither has an automatic grid
+(:func:`auto_decimals`): multiples of 10^-d with d the largest whole number (possibly negative:
+steps of 10, 100, …) giving at most :data:`AUTO_GRID_POINTS` points (never finer than 10^-9, and
+at least 2 points per bin); when whole numbers are a candidate as well (:class:`Precision`: the
+schema alone decides), the release chooses between them and the automatic grid (or, when that is
+whole numbers, a grid of up to :data:`FINE_GRID_POINTS` points) from one noisy count per column —
+its rows off the coarser of the two, a histogram of two cells — that costs :data:`PRECISION_SHARE`
+of the value model's budget (split equally over those columns) and is measured first; the levels
+of the chosen grids share the rest (adaptive composition: the choice is post-processing of a
+released count). Undeclared whole numbers (age, counts of relatives, hours) then come out whole
+instead of smeared over a 0.01 grid, and a fare's pence are kept.
 Grids of more than :data:`MAX_LEAVES` points group consecutive grid points into equal leaves.
 Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
 (Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
@@ -22,12 +31,13 @@ than 16 or 32, measured with ``benchmarks/bench_values.py``).
 Exact discrete Laplace noise on every visited node's count (:mod:`dpsynth.noise`); every level of a
 tree is a histogram of a partition of the range, so its L1 sensitivity is that of a histogram
 (:func:`dpsynth.neighbours.hierarchical_histogram_l1_sensitivity`: k per level under add-remove,
-2k under replace-one). ε_v is split equally over all (column, level) pairs: one row is in one node
-of every level of every column, so basic (sequential) composition over all of them gives ε_v.
+2k under replace-one). ε_v (after the precision counts' share, if any) is split equally over all
+(column, level) pairs: one row is in one node of every level of every column, and in one cell of
+every precision count, so basic (sequential) composition over all of them gives ε_v.
 
 With a zCDP budget ρ_v instead (:func:`fit_value_model_from_counts` with ``rho``; what a release
 with δ > 0 and a Gaussian main method uses), every visited node gets exact discrete Gaussian noise
-of variance σ² = L·Δ₂²/(2ρ_v), L the number of (column, level) pairs and Δ₂² the squared L2
+of variance σ² = L·Δ₂²/(2ρ_v), L the number of (column, level) pairs (ρ_v less the precision counts' share) and Δ₂² the squared L2
 sensitivity of one level (a histogram: :func:`dpsynth.neighbours.histogram_l2_sensitivity_squared`);
 each level is then Δ₂²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Thm 4) and the L levels compose
 to ρ_v (Bun & Steinke 2016, Lemma 2.3), also adaptively. The release adds ρ_v to the main method's
@@ -126,16 +136,13 @@ class ColumnGrid:
     levels: int
 
     @classmethod
-    def of(cls, col: NumericColumn, max_branching: int = MAX_BRANCHING) -> ColumnGrid:
-        """The grid of ``col`` and its tree (see the module docstring)."""
+    def of(cls, col: NumericColumn, max_branching: int = MAX_BRANCHING, decimals: int | None = None) -> ColumnGrid:
+        """The grid of ``col`` and its tree (see the module docstring); ``decimals`` overrides the
+        automatic grid of a column that declares no precision (a grid the release estimated)."""
         d = col.grid_decimals
         declared = d is not None
         if d is None:
-            span = col.upper - col.lower
-            d = math.floor(math.log10(AUTO_GRID_POINTS / span))
-            # at least two grid points per bin, never finer than 10^-9
-            d = max(d, math.ceil(math.log10(2 * col.bins / span)))
-            d = min(d, 9)
+            d = auto_decimals(col) if decimals is None else int(decimals)
         lo, hi = _grid_ranges(col.edges(), d)
         first, last = int(lo[0]), int(hi[-1])
         points = last - first + 1
@@ -178,6 +185,16 @@ class ColumnGrid:
         return -(-self.leaves // self.node_width(level))
 
 
+def auto_decimals(col: NumericColumn, points: int = AUTO_GRID_POINTS) -> int:
+    """Decimals d of the automatic grid of a column with no declared precision: the largest d (possibly
+    negative: steps of 10, 100, …) giving at most ``points`` grid points on [lower, upper], but at least
+    two grid points per bin and never finer than 10^-9."""
+    span = col.upper - col.lower
+    d = math.floor(math.log10(points / span))
+    d = max(d, math.ceil(math.log10(2 * col.bins / span)))
+    return min(d, 9)
+
+
 def _scaled(values: np.ndarray, d: int) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64)
     return v * 10.0**d if d >= 0 else v / float(10 ** (-d))
@@ -200,16 +217,132 @@ def _grid_ranges(edges: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     return lo.astype(np.int64), hi.astype(np.int64)
 
 
+# ------------------------------------------------------ the precision of a column that declares none
+
+#: Grid points of the finest grid a column with no declared precision may get: three levels of
+#: branching 64 (fares in pounds and pence on [0, 600], or whole numbers up to 262,143, are exact on it).
+FINE_GRID_POINTS = 64**3
+#: Share of the value model's budget spent on the precision counts (split equally over the columns
+#: that have a :class:`Precision` to choose; none is spent when no column has one).
+PRECISION_SHARE = Fraction(1, 10)
+#: Share of a column's rows its coarse grid may leave off (they are rounded to its nearest point).
+PRECISION_TOLERANCE = 0.02
+#: The noisy count of rows off the coarse grid may exceed the tolerance by this many noise standard deviations …
+PRECISION_Z = 2.0
+#: … and the column's noisy row count must be at least this many standard deviations, or the fine grid is kept.
+PRECISION_MIN_ROWS = 5.0
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The two grids (decimals) between which a column with no declared precision chooses, from one noisy count.
+
+    Whole numbers are always one of them, when every bin holds one and there are at most
+    :data:`FINE_GRID_POINTS` of them on [lower, upper]; the other is the automatic grid
+    (:func:`auto_decimals`) when that differs, or else (the automatic grid is whole numbers) the automatic
+    grid of :data:`FINE_GRID_POINTS` points. ``coarse`` is the coarser of the two. Age, counts of
+    relatives or working hours are whole numbers that a schema often does not declare: on the
+    automatic grid their values would be smeared over 0.1 or 0.01 steps; capital gains are whole
+    dollars, but the automatic grid of their wide range has steps of 100; a fare with pence would be
+    rounded to whole pounds.
+    """
+
+    coarse: int
+    fine: int
+
+    @classmethod
+    def of(cls, col: NumericColumn) -> Precision | None:
+        """The choice of ``col``, or None when it declares a grid or whole numbers are not a candidate."""
+        if col.grid_decimals is not None:
+            return None
+        lo, hi = _grid_ranges(col.edges(), 0)
+        if not (np.all(hi >= lo) and hi[-1] - lo[0] < FINE_GRID_POINTS):
+            return None
+        auto = auto_decimals(col)
+        other = auto if auto != 0 else max(auto_decimals(col, FINE_GRID_POINTS), 0)
+        return None if other == 0 else cls(min(0, other), max(0, other))
+
+    def choose(self, on: int, off: int, sd: float) -> int:
+        """The grid from the released noisy counts of rows on and off the coarse grid (post-processing).
+
+        The coarse grid when the column has enough rows to tell (on + off ≥ :data:`PRECISION_MIN_ROWS`·sd)
+        and at most :data:`PRECISION_TOLERANCE` of them are off it, up to :data:`PRECISION_Z`·sd of
+        noise; otherwise the fine grid. ``sd``: the standard deviation of one count's noise.
+        """
+        total = on + off
+        if total > 0 and total >= PRECISION_MIN_ROWS * sd and off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd:
+            return self.coarse
+        return self.fine
+
+
+def off_grid(values: np.ndarray, decimals: int) -> np.ndarray:
+    """Whether each value is off the grid of multiples of 10^-decimals (beyond float parsing error)."""
+    x = _scaled(values, decimals)
+    return np.abs(x - np.rint(x)) > 1e-9 * np.maximum(1.0, np.abs(x))
+
+
+@dataclass(frozen=True)
+class ColumnCounts:
+    """Exact counts of one numeric column for the value model (never released as such).
+
+    ``leaves``: per candidate grid (decimals), the occupied leaves of its tree and their counts
+    (:func:`leaf_index`); ``precision``: for a column with a :class:`Precision` to choose, its rows on
+    and off the coarse grid (each row is in exactly one of the two: a histogram of two cells).
+    """
+
+    leaves: dict[int, tuple[np.ndarray, np.ndarray]]
+    precision: tuple[int, int] | None = None
+
+    def __add__(self, other: ColumnCounts) -> ColumnCounts:
+        """The counts of two disjoint batches of rows of the same column."""
+        leaves = {}
+        for d, (idx, n) in self.leaves.items():
+            idx2, n2 = other.leaves[d]
+            occ, inv = np.unique(np.concatenate([idx, idx2]), return_inverse=True)
+            leaves[d] = (occ, np.bincount(inv, weights=np.concatenate([n, n2]), minlength=len(occ)).astype(np.int64))
+        prec = None if self.precision is None or other.precision is None else (
+            self.precision[0] + other.precision[0], self.precision[1] + other.precision[1])
+        return ColumnCounts(leaves, prec)
+
+
+def candidate_grids(col: NumericColumn, max_branching: int = MAX_BRANCHING) -> list[ColumnGrid]:
+    """The grids the value model of ``col`` may use: its declared or automatic grid, or the two of its :class:`Precision`."""
+    prec = Precision.of(col)
+    decimals = [None] if prec is None else [prec.coarse, prec.fine]
+    return [ColumnGrid.of(col, max_branching, d) for d in decimals]
+
+
+def count_column(values: np.ndarray, col: NumericColumn, max_branching: int = MAX_BRANCHING) -> ColumnCounts:
+    """The exact :class:`ColumnCounts` of a column's parsed values (float64, NaN for empty: not counted)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    leaves = {}
+    for g in candidate_grids(col, max_branching):
+        occ, n = np.unique(leaf_index(v, col, g), return_counts=True)
+        leaves[g.decimals] = (occ.astype(np.int64), n.astype(np.int64))
+    prec = Precision.of(col)
+    if prec is None:
+        return ColumnCounts(leaves)
+    off = int(np.count_nonzero(off_grid(np.clip(v, col.lower, col.upper), prec.coarse)))
+    return ColumnCounts(leaves, (len(v) - off, off))
+
+
 # ------------------------------------------------------------------------------- the mechanism
 
 
 @dataclass(frozen=True)
 class ColumnTree:
-    """The released noisy counts of one column's visited nodes: per level, node indices and counts."""
+    """The released noisy counts of one column's visited nodes: per level, node indices and counts.
+
+    ``precision``: for a column whose grid the release chose, the :class:`Precision` and the released
+    noisy counts of rows on and off its coarse grid. No levels (``nodes`` empty): the chosen grid
+    has one point in every bin, so the bin is the value.
+    """
 
     grid: ColumnGrid
     nodes: tuple[np.ndarray, ...]
     counts: tuple[np.ndarray, ...]
+    precision: tuple[Precision, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -229,6 +362,8 @@ class ValueModel:
     trees: dict[str, ColumnTree]
     rho: float = 0.0
     sigma2: Fraction | None = None
+    #: the noise of every precision count (:class:`Precision`): a discrete Laplace scale, or a Gaussian σ²
+    precision_noise: Fraction | None = None
     _compiled: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -269,7 +404,10 @@ class ValueModel:
         bin_lo, bin_hi = g.bin_ranges(col)
         if int(bin_lo[0]) != g.first or int(bin_hi[-1]) != g.last or np.any(bin_hi < bin_lo):
             raise InputError(f"The value model of {column!r} does not match the schema's column (other bounds or grid).")
-        starts, masses = _frontier(tree, self.threshold)  # in leaves
+        if tree.nodes:
+            starts, masses = _frontier(tree, self.threshold)  # in leaves
+        else:  # no levels: one grid point per bin, drawn "uniformly"
+            starts, masses = np.zeros(1, dtype=np.int64), np.zeros(1)
         # frontier intervals in grid units: [first + start·width, …), density per grid point
         f_lo = g.first + starts * g.width
         f_hi = np.append(f_lo[1:], g.last + 1)
@@ -316,18 +454,27 @@ class ValueModel:
         """Whether the nodes carry discrete Gaussian noise (a ρ_v-zCDP model) rather than Laplace."""
         return self.sigma2 is not None
 
+    def unit_cost(self, noise_parameter: Fraction) -> float:
+        """What one histogram (a level, or a precision count) with this noise costs: ε (Δ₁/scale) or ρ (Δ₂²/(2σ²))."""
+        if self.gaussian:
+            return histogram_l2_sensitivity_squared(self.neighbours, self.max_contributions) / (2 * float(noise_parameter))
+        return hierarchical_histogram_l1_sensitivity(self.neighbours, self.max_contributions, 1) / float(noise_parameter)
+
     def describe(self) -> dict[str, Any]:
         """Release-card stage: mechanism, ε_v (or ρ_v), its split, sensitivity, sources."""
-        total_levels = sum(t.grid.levels for t in self.trees.values())
+        per_level = self.unit_cost(self.sigma2 if self.gaussian else self.scale)
+        per_precision = self.unit_cost(self.precision_noise) if self.precision_noise is not None else 0.0
+        split = (f"{float(PRECISION_SHARE):.0%} of it split equally over the columns whose grid is estimated (their"
+                 " noisy counts of rows on and off a coarse grid), the rest equally over every (column, level) pair"
+                 " of the chosen grids; " if self.precision_noise is not None else
+                 "split equally over every (column, level) pair; ")
         if self.gaussian:
-            per_level = self.rho / total_levels if total_levels else 0.0
             noise_part: dict[str, Any] = {
                 "mechanism": "hierarchical histogram with discrete Gaussian noise per visited node, pruned by a public"
                              " threshold on released noisy counts",
                 "guarantee": f"{self.rho:.6g}-zCDP",
                 "rho": self.rho,
-                "split": "ρ_v split equally over every (column, level) pair; zCDP composition (one row is in one node"
-                         " of every level of every column)",
+                "split": "ρ_v " + split + "zCDP composition (one row is in one node of every level of every column)",
                 "rho_per_level": per_level,
                 "l2_sensitivity_squared_per_level": histogram_l2_sensitivity_squared(self.neighbours,
                                                                                      self.max_contributions),
@@ -337,15 +484,13 @@ class ValueModel:
                 "sources": SOURCES_GAUSSIAN,
             }
         else:
-            per_level = self.epsilon / total_levels if total_levels else 0.0
             noise_part = {
                 "mechanism": "hierarchical histogram with discrete Laplace noise per visited node, pruned by a public"
                              " threshold on released noisy counts",
                 "guarantee": f"{self.epsilon:g}-DP (pure)",
                 "epsilon": self.epsilon,
                 "delta": 0.0,
-                "split": "ε_v split equally over every (column, level) pair; basic composition (one row is in one"
-                         " node of every level of every column)",
+                "split": "ε_v " + split + "basic composition (one row is in one node of every level of every column)",
                 "epsilon_per_level": per_level,
                 "l1_sensitivity_per_level": hierarchical_histogram_l1_sensitivity(self.neighbours,
                                                                                   self.max_contributions, 1),
@@ -353,20 +498,39 @@ class ValueModel:
                 "sampler": "exact integer sampler (Canonne, Kamath & Steinke 2020, Alg. 2)",
                 "sources": SOURCES,
             }
+        if self.precision_noise is not None:
+            noise_part["precision_count_noise"] = (f"σ² = {self.precision_noise}" if self.gaussian
+                                                   else f"scale {self.precision_noise}")
+        key = "rho" if self.gaussian else "epsilon"
+
+        def column(t: ColumnTree) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "grid": f"multiples of 10^{-t.grid.decimals}" + (
+                    "" if t.grid.declared else " (automatic grid: the column declares no precision)"
+                    if t.precision is None else " (estimated: the column declares no precision)"),
+                "leaves": t.grid.leaves, "grid_points_per_leaf": t.grid.width,
+                "branching": t.grid.branching, "levels": len(t.nodes),
+                key: per_level * len(t.nodes) + (per_precision if t.precision is not None else 0.0),
+                "visited_nodes": int(sum(len(n) for n in t.nodes)),
+            }
+            if t.precision is not None:
+                prec, on, off = t.precision
+                out["precision"] = {
+                    "candidates": f"multiples of 10^{-prec.coarse} or of 10^{-prec.fine}",
+                    "noisy_rows_on_coarse_grid": on, "noisy_rows_off_coarse_grid": off,
+                    "rule": f"the coarse grid when at most {PRECISION_TOLERANCE:.0%} of the rows are off it (up to"
+                            f" {PRECISION_Z:g} noise standard deviations) and the rows number at least"
+                            f" {PRECISION_MIN_ROWS:g} standard deviations; else the fine grid",
+                    key: per_precision,
+                }
+            if not t.nodes:
+                out["note"] = "every bin holds one grid point: the bin is the value, no tree is measured"
+            return out
+
         return {
             **noise_part,
             "expansion_threshold": self.threshold,
-            "columns": {
-                name: {
-                    "grid": (f"multiples of 10^{-t.grid.decimals}" + ("" if t.grid.declared else
-                             " (automatic grid: the column declares no precision)")),
-                    "leaves": t.grid.leaves, "grid_points_per_leaf": t.grid.width,
-                    "branching": t.grid.branching, "levels": t.grid.levels,
-                    ("rho" if self.gaussian else "epsilon"): per_level * t.grid.levels,
-                    "visited_nodes": int(sum(len(n) for n in t.nodes)),
-                }
-                for name, t in self.trees.items()
-            },
+            "columns": {name: column(t) for name, t in self.trees.items()},
             "post_processing": "least-squares consistency over the visited tree (two-pass form), then a top-down"
                                " non-negative split; values drawn from it inside each synthetic row's bin",
         }
@@ -376,21 +540,28 @@ class ValueModel:
         head: dict[str, Any] = (
             {"format": FORMAT_GAUSSIAN, "rho": self.rho, "sigma2": str(self.sigma2)} if self.gaussian
             else {"format": FORMAT, "epsilon": self.epsilon, "scale": str(self.scale)})
+        if self.precision_noise is not None:
+            head["precision_noise"] = str(self.precision_noise)
+
+        def column(t: ColumnTree) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "grid": {"decimals": t.grid.decimals, "declared": t.grid.declared, "first": t.grid.first,
+                         "last": t.grid.last, "width": t.grid.width, "leaves": t.grid.leaves,
+                         "branching": t.grid.branching, "levels": t.grid.levels},
+                "nodes": [n.tolist() for n in t.nodes],
+                "counts": [c.tolist() for c in t.counts],
+            }
+            if t.precision is not None:
+                prec, on, off = t.precision
+                out["precision"] = {"coarse": prec.coarse, "fine": prec.fine, "on": on, "off": off}
+            return out
+
         return {
             **head,
             "neighbours": self.neighbours.value,
             "max_contributions": self.max_contributions,
             "threshold": self.threshold,
-            "columns": {
-                name: {
-                    "grid": {"decimals": t.grid.decimals, "declared": t.grid.declared, "first": t.grid.first,
-                             "last": t.grid.last, "width": t.grid.width, "leaves": t.grid.leaves,
-                             "branching": t.grid.branching, "levels": t.grid.levels},
-                    "nodes": [n.tolist() for n in t.nodes],
-                    "counts": [c.tolist() for c in t.counts],
-                }
-                for name, t in self.trees.items()
-            },
+            "columns": {name: column(t) for name, t in self.trees.items()},
         }
 
     def to_json(self) -> str:
@@ -413,9 +584,13 @@ class ValueModel:
                 counts = tuple(np.asarray(c, dtype=np.int64) for c in t["counts"])
                 if len(nodes) != len(counts) or any(len(a) != len(b) for a, b in zip(nodes, counts, strict=True)):
                     raise InputError(f"Value model of {name!r}: nodes and counts do not match.")
-                trees[str(name)] = ColumnTree(grid, nodes, counts)
+                p = t.get("precision")
+                prec = None if p is None else (Precision(int(p["coarse"]), int(p["fine"])), int(p["on"]), int(p["off"]))
+                trees[str(name)] = ColumnTree(grid, nodes, counts, prec)
+            pn = d.get("precision_noise")
             common = {"neighbours": Neighbours.parse(d["neighbours"]), "max_contributions": int(d["max_contributions"]),
-                      "threshold": float(d["threshold"]), "trees": trees}
+                      "threshold": float(d["threshold"]), "trees": trees,
+                      "precision_noise": None if pn is None else Fraction(pn)}
             if d["format"] == FORMAT_GAUSSIAN:
                 return cls(epsilon=0.0, scale=None, rho=float(d["rho"]), sigma2=Fraction(d["sigma2"]), **common)
             return cls(epsilon=float(d["epsilon"]), scale=Fraction(d["scale"]), **common)
@@ -454,21 +629,10 @@ def fit_value_model(
     bounds are clamped, then put on the nearest grid point; empty values are not counted (a row is
     then in no node of that column). Noise is drawn from ``rng``.
     """
-    grids = column_grids(schema, max_branching)
-    counts = {}
-    for col in value_columns(schema):
-        g = grids[col.name]
-        leaves = leaf_index(_column_values(data, col), col, g)
-        occupied, n = np.unique(leaves, return_counts=True)
-        counts[col.name] = (occupied, n)
+    counts = {col.name: count_column(_column_values(data, col), col, max_branching) for col in value_columns(schema)}
     return fit_value_model_from_counts(counts, schema, epsilon=epsilon, neighbours=neighbours,
                                        max_contributions=max_contributions, rng=rng, max_branching=max_branching,
                                        rho=rho)
-
-
-def column_grids(schema: Schema, max_branching: int = MAX_BRANCHING) -> dict[str, ColumnGrid]:
-    """The public grid and tree of every numeric column (a function of the schema alone)."""
-    return {c.name: ColumnGrid.of(c, max_branching) for c in value_columns(schema)}
 
 
 def _has_grid_in_every_bin(col: NumericColumn) -> bool:
@@ -491,54 +655,112 @@ def leaf_index(values: np.ndarray, col: NumericColumn, g: ColumnGrid) -> np.ndar
 
 
 def fit_value_model_from_counts(
-    leaf_counts: Mapping[str, tuple[np.ndarray, np.ndarray]], schema: Schema, *, epsilon: float | None = None,
+    counts: Mapping[str, ColumnCounts], schema: Schema, *, epsilon: float | None = None,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE, max_contributions: int = 1, rng: np.random.Generator,
     max_branching: int = MAX_BRANCHING, rho: float | None = None,
 ) -> ValueModel:
-    """:func:`fit_value_model` from exact counts: per numeric column, (occupied leaf indices, their counts).
+    """:func:`fit_value_model` from exact counts: per numeric column, its :class:`ColumnCounts` (:func:`count_column`).
 
-    The leaves are those of :func:`leaf_index` for ``column_grids(schema, max_branching)``. Same
-    guarantee: ε-DP (pure) for ``epsilon``, ρ-zCDP for ``rho``, when the counts come from rows
-    bounded to ``max_contributions`` per person.
+    Same guarantee: ε-DP (pure) for ``epsilon``, ρ-zCDP for ``rho``, when the counts come from rows
+    bounded to ``max_contributions`` per person. When some column has a :class:`Precision` to
+    choose, :data:`PRECISION_SHARE` of the budget goes, in equal parts, to those columns' precision
+    counts, which are measured first; each grid is chosen from them (post-processing), and the rest
+    of the budget is split equally over the levels of the chosen grids (adaptive composition: the
+    split depends only on released counts). Otherwise every level gets an equal share of the budget.
     """
     if (epsilon is None) == (rho is None):
         raise InputError("The value model needs exactly one budget: epsilon (pure DP) or rho (zCDP).")
     rel = Neighbours.parse(neighbours)
-    grids = column_grids(schema, max_branching)
-    total_levels = max(sum(g.levels for g in grids.values()), 1)
-    b = max((g.branching for g in grids.values()), default=2)
-    eps, scale, sigma2, rho_v = 0.0, None, None, 0.0
-    if rho is None:
-        eps = check_epsilon(epsilon)
-        per_level_l1 = hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1)
-        # every node: Δ₁ per level / (ε / total levels), rounded up to a rational (never less noise)
-        scale = noise.rational_at_least(Fraction(per_level_l1 * total_levels) / exact_epsilon(eps))
-        threshold = float(scale) * math.log(2 * b)  # an empty node reaches θ with probability ≈ 1/(4b)
-
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_laplace(scale, size, rng=rng)
-    else:
-        rho_v = float(rho)
+    cols = value_columns(schema)
+    for col in cols:
+        if col.name not in counts:
+            raise InputError(f"No counts were given for the numeric column {col.name!r}.")
+    precs = {c.name: Precision.of(c) for c in cols}
+    n_prec = sum(p is not None for p in precs.values())
+    gaussian = rho is not None
+    if gaussian:
+        rho_v, eps = float(rho), 0.0
         if not (math.isfinite(rho_v) and rho_v > 0):
             raise InputError(f"The value model's ρ must be a positive number, got {rho!r}.")
+        budget = Fraction(rho_v)
         l2sq = histogram_l2_sensitivity_squared(rel, max_contributions)
-        # every node: σ² = levels·Δ₂²/(2ρ_v), rounded up to a rational (never less noise), so each
-        # level is at most ρ_v/levels-zCDP
-        sigma2 = noise.rational_at_least(Fraction(l2sq * total_levels) / (2 * Fraction(rho_v)))
-        threshold = math.sqrt(float(sigma2)) * NormalDist().inv_cdf(1.0 - 1.0 / (4 * b))
+    else:
+        rho_v, eps = 0.0, check_epsilon(epsilon)
+        budget = exact_epsilon(eps)
+        l1 = hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1)
 
-        def draw(size: int) -> np.ndarray:
-            return noise.discrete_gaussian(sigma2, size, rng=rng)
+    def noise_for(histograms: int, part: Fraction) -> Fraction:
+        """The noise parameter that makes each of ``histograms`` histograms cost an equal share of ``part``:
+        σ² = k·Δ₂²/(2ρ) or scale k·Δ₁/ε, rounded up to a rational (never less noise)."""
+        if gaussian:
+            return noise.rational_at_least(Fraction(l2sq * histograms) / (2 * part))
+        return noise.rational_at_least(Fraction(l1 * histograms) / part)
+
+    def sampler(param: Fraction) -> Callable[[int], np.ndarray]:
+        if gaussian:
+            return lambda size: noise.discrete_gaussian(param, size, rng=rng)
+        return lambda size: noise.discrete_laplace(param, size, rng=rng)
+
+    # 1. the precision counts (PRECISION_SHARE of the budget), then each column's grid from them
+    precision_noise = noise_for(n_prec, PRECISION_SHARE * budget) if n_prec else Fraction(0)
+    grids, chosen = {}, {}
+    for col in cols:
+        prec, c = precs[col.name], counts[col.name]
+        if prec is None:
+            grids[col.name] = ColumnGrid.of(col, max_branching)
+            continue
+        if c.precision is None:
+            raise InputError(f"No precision counts were given for the numeric column {col.name!r}.")
+        on, off = _measure_precision(c.precision, sampler(precision_noise))
+        chosen[col.name] = (prec, on, off)
+        grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(on, off, _noise_sd(precision_noise, gaussian)))
+    # 2. the rest of the budget, split equally over the levels of the chosen grids (none for a grid
+    # with one point per bin)
+    measured = {c.name: 0 if _one_point_per_bin_of(grids[c.name], c) else grids[c.name].levels for c in cols}
+    level_noise = noise_for(max(sum(measured.values()), 1), (1 - PRECISION_SHARE) * budget if n_prec else budget)
+    b = max((g.branching for g in grids.values()), default=2)
+    if gaussian:
+        scale, sigma2 = None, level_noise
+        threshold = math.sqrt(float(sigma2)) * NormalDist().inv_cdf(1.0 - 1.0 / (4 * b))
+    else:
+        scale, sigma2 = level_noise, None
+        threshold = float(scale) * math.log(2 * b)  # an empty node reaches θ with probability ≈ 1/(4b)
+    draw = sampler(level_noise)
     trees = {}
-    for name, g in grids.items():
-        if name not in leaf_counts:
-            raise InputError(f"No counts were given for the numeric column {name!r}.")
-        idx, n = (np.asarray(a, dtype=np.int64) for a in leaf_counts[name])
+    for col in cols:
+        g = grids[col.name]
+        leaf_counts = counts[col.name].leaves
+        if g.decimals not in leaf_counts:
+            raise InputError(f"No leaf counts were given for the grid of 10^{-g.decimals} of {col.name!r}.")
+        idx, n = (np.asarray(a, dtype=np.int64) for a in leaf_counts[g.decimals])
         if len(idx) != len(n) or (len(idx) and (idx.min() < 0 or idx.max() >= g.leaves or n.min() < 0)):
-            raise InputError(f"The leaf counts of {name!r} do not fit its {g.leaves:,} leaves.")
-        trees[name] = _measure(idx, n, g, draw, threshold)
+            raise InputError(f"The leaf counts of {col.name!r} do not fit its {g.leaves:,} leaves.")
+        tree = _measure(idx, n, g, draw, threshold) if measured[col.name] else ColumnTree(g, (), ())
+        trees[col.name] = ColumnTree(tree.grid, tree.nodes, tree.counts, chosen.get(col.name))
     return ValueModel(epsilon=eps, neighbours=rel, max_contributions=int(max_contributions), scale=scale,
-                      threshold=threshold, trees=trees, rho=rho_v, sigma2=sigma2)
+                      threshold=threshold, trees=trees, rho=rho_v, sigma2=sigma2,
+                      precision_noise=precision_noise if n_prec else None)
+
+
+def _noise_sd(param: Fraction, gaussian: bool) -> float:
+    """Standard deviation of the noise: at most σ for the discrete Gaussian of σ², √(2p)/(1 − p) for the
+    discrete Laplace of scale t (p = e^(−1/t))."""
+    if gaussian:
+        return math.sqrt(float(param))
+    p = math.exp(-1.0 / float(param))
+    return math.sqrt(2 * p) / (1 - p)
+
+
+def _measure_precision(exact: tuple[int, int], draw: Callable[[int], np.ndarray]) -> tuple[int, int]:
+    """Noisy counts of a column's rows on and off its coarse grid (a histogram of two cells: one unit's noise each)."""
+    noisy = np.asarray(exact, dtype=np.int64) + draw(2)
+    return int(noisy[0]), int(noisy[1])
+
+
+def _one_point_per_bin_of(g: ColumnGrid, col: NumericColumn) -> bool:
+    """True when every bin of ``col`` holds exactly one point of the grid ``g`` (its bin is its value)."""
+    lo, hi = g.bin_ranges(col)
+    return g.width == 1 and bool(np.all(hi == lo))
 
 
 def _column_values(data: pd.DataFrame | Mapping[str, np.ndarray], col: NumericColumn) -> np.ndarray:

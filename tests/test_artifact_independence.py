@@ -83,6 +83,8 @@ def fixed_noise(monkeypatch: pytest.MonkeyPatch) -> np.ndarray:
         return ColumnTree(g, (nodes,), (np.random.default_rng(7).integers(-3, 40, len(nodes)),))
 
     monkeypatch.setattr(value_model, "_measure", fixed_tree)
+    # and the counts that choose a column's grid (value_model.Precision): fixed, whatever the data
+    monkeypatch.setattr(value_model, "_measure_precision", lambda exact, draw: (5000, 3))
     return h
 
 

@@ -218,6 +218,85 @@ def test_continuous_column_gets_an_automatic_grid_that_keeps_point_masses() -> N
     assert abs(np.mean(out["x"] == 0.0) - 0.8) < 0.02
 
 
+# ------------------------------------------------------------- the precision of undeclared columns
+
+
+@pytest.mark.parametrize(("lower", "upper", "bins", "expected"), [
+    (0, 10, 5, (0, 2)),            # counts of relatives: whole numbers or the automatic 0.01 grid
+    (16, 96, 10, (0, 1)),          # age
+    (0, 600, 12, (0, 2)),          # a fare: whole pounds (the automatic grid) or pence
+    (0, 99_999, 10, (-2, 0)),      # capital gains: the automatic steps of 100, or whole dollars
+    (0, 1_500_000, 10, None),      # too many whole numbers: the automatic grid only
+    (0, 1, 4, None),               # a bin without a whole number
+])
+def test_precision_candidates_come_from_the_schema_alone(lower: float, upper: float, bins: int,
+                                                          expected: tuple[int, int] | None) -> None:
+    from dpsynth.value_model import Precision
+
+    prec = Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins))
+    assert (None if prec is None else (prec.coarse, prec.fine)) == expected
+    assert Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins, decimals=3)) is None
+
+
+def test_precision_rule() -> None:
+    from dpsynth.value_model import Precision
+
+    p = Precision(0, 2)
+    assert p.choose(10_000, 150, sd=40) == 0      # 1.5% off: within the tolerance
+    assert p.choose(10_000, 250, sd=40) == 0      # 2.4% off: within two standard deviations of it
+    assert p.choose(10_000, 400, sd=40) == 2      # 3.9% off: the fine grid
+    assert p.choose(150, -20, sd=40) == 2         # too few rows to tell
+    assert p.choose(0, 0, sd=0.0) == 2
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-9])
+def test_undeclared_whole_numbers_come_out_whole_and_other_values_keep_their_decimals(delta: float) -> None:
+    """Age in whole years and a fare in pence, neither declared: the release finds the grids privately."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    age = rng.integers(18, 90, n).astype(float)
+    age[:20] = 0.5  # a few infants' ages in months: 0.4% off the whole numbers
+    fare = np.round(np.where(rng.random(n) < 0.3, 7.11 + rng.integers(0, 5, n) * 0.01, rng.uniform(0, 500, n)), 2)
+    df = pd.DataFrame({"age": age, "fare": fare, "sex": rng.choice(["f", "m"], n)})
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),
+                     NumericColumn(name="fare", lower=0, upper=600, bins=12),
+                     CategoricalColumn(name="sex", categories=("f", "m"))))
+    rel = dpsynth.release(df, schema, epsilon=1.0, delta=delta, seed=4)
+    trees = rel.values.trees
+    assert trees["age"].grid.decimals == 0 and trees["fare"].grid.decimals == 2
+    syn = rel.synthetic
+    assert np.all(syn["age"] == np.round(syn["age"]))
+    assert np.mean(syn["fare"] != np.round(syn["fare"])) > 0.5  # pence survive (whole pounds: 0)
+    assert stats.ks_2samp(fare, syn["fare"]).statistic < 0.1
+    col = rel.card["value_model"]["stage"]["columns"]["age"]
+    assert "estimated" in col["grid"] and col["precision"]["noisy_rows_off_coarse_grid"] < 200
+
+
+@pytest.mark.parametrize("planted_bug", [False, True])
+def test_audit_precision_count_spends_only_its_share(planted_bug: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neighbours under add-remove: one row off the whole numbers (3.5) added. At ε_v = 10 the
+    precision count is PRECISION_SHARE·ε_v = 1-DP, and the event "noisy count off the whole
+    numbers ≥ 1" shows all of it (e^ε exactly for the discrete Laplace); a planted bug that gives
+    the precision count twice its share must exceed it."""
+    if planted_bug:
+        monkeypatch.setattr(vm_module, "PRECISION_SHARE", 2 * vm_module.PRECISION_SHARE)
+    schema = _one(NumericColumn(name="x", lower=0, upper=15, bins=2))
+    small = pd.DataFrame({"x": [1.0] * 30})
+    large = pd.DataFrame({"x": [1.0] * 30 + [3.5]})
+
+    def hits(df: pd.DataFrame, runs: int, rng: np.random.Generator) -> int:
+        return sum(fit_value_model(df, schema, epsilon=10.0, rng=rng).trees["x"].precision[2] >= 1 for _ in range(runs))
+
+    runs = 1500
+    k_large, k_small = hits(large, runs, np.random.default_rng(300)), hits(small, runs, np.random.default_rng(400))
+    lb = float(epsilon_lower_bound(k_large, runs, k_small, runs, alpha=1e-3))
+    share = float(vm_module.PRECISION_SHARE) * 10.0 / (2 if planted_bug else 1)
+    if planted_bug:
+        assert lb > share
+    else:
+        assert 0.5 * share < lb <= share
+
+
 # ----------------------------------------------------------------------- serialisation
 
 
@@ -246,9 +325,11 @@ def test_json_round_trip_is_byte_identical_and_samples_the_same() -> None:
 
 def _age_colour() -> tuple[pd.DataFrame, Schema]:
     rng = np.random.default_rng(0)
-    df = pd.DataFrame({"age": rng.integers(18, 90, 2000), "colour": rng.choice(["r", "g"], 2000)})
+    df = pd.DataFrame({"age": rng.integers(18, 90, 2000), "colour": rng.choice(["r", "g"], 2000),
+                       "hours": rng.integers(0, 60, 2000)})
     schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True),
-                     CategoricalColumn(name="colour", categories=("r", "g"))))
+                     CategoricalColumn(name="colour", categories=("r", "g")),
+                     NumericColumn(name="hours", lower=0, upper=100, bins=4)))  # whole numbers, not declared
     return df, schema
 
 
@@ -270,6 +351,12 @@ def test_epsilon_adds_up_on_the_card_and_in_the_ledger(method: str, delta: float
     assert main == em
     assert card["value_model"]["stage"]["epsilon"] == ev
     assert "basic composition" in card["privacy"]["composition"]
+    # what the noise costs: every measured level, and the precision count of the undeclared column
+    vm = rel.values
+    assert vm.trees["hours"].precision is not None and vm.trees["age"].precision is None
+    levels = sum(len(t.nodes) for t in vm.trees.values())
+    spent = levels * vm.unit_cost(vm.scale) + vm.unit_cost(vm.precision_noise)
+    assert spent <= ev * (1 + 1e-12) and spent > 0.99 * ev
     assert ledger.spent("d").epsilon == pytest.approx(0.7)
     assert set(rel.card["artifacts"]) >= {"value_model.json"}
     again = rel.resample(100, rng=np.random.default_rng(1))
@@ -299,9 +386,11 @@ def test_rho_adds_up_under_zcdp_composition(method: str, neighbours: str, tmp_pa
     # what the noise costs: the value model's σ² on every (column, level), the main method's mechanisms
     vm = rel.values
     d2 = histogram_l2_sensitivity_squared(neighbours, 1)
-    levels = sum(t.grid.levels for t in vm.trees.values())
-    rho_values = levels * d2 / (2 * float(vm.sigma2))
-    assert rho_values <= card["value_model"]["rho"] * (1 + 1e-12)
+    levels = sum(len(t.nodes) for t in vm.trees.values())
+    n_prec = sum(t.precision is not None for t in vm.trees.values())
+    assert n_prec == 1
+    rho_values = levels * d2 / (2 * float(vm.sigma2)) + n_prec * d2 / (2 * float(vm.precision_noise))
+    assert card["value_model"]["rho"] * 0.99 < rho_values <= card["value_model"]["rho"] * (1 + 1e-12)
     if method == "histogram":
         rho_main = d2 / (2 * float(Fraction(card["mechanism"]["sigma2"])))
     else:
@@ -420,17 +509,19 @@ def test_audit_value_model_spends_only_its_epsilon(planted_bug: bool, monkeypatc
 
 
 def test_from_counts_is_the_same_release_as_from_rows() -> None:
-    """An engine that returns the occupied leaves' counts gets the same model (same draws) as the rows."""
-    from dpsynth.value_model import column_grids, fit_value_model_from_counts, leaf_index
+    """An engine that returns the counts (in batches, added up) gets the same model (same draws) as the rows."""
+    from dpsynth.value_model import count_column, fit_value_model_from_counts
 
     schema = Schema((NumericColumn(name="a", lower=0, upper=99_999, bins=10, integer=True),
-                     NumericColumn(name="b", lower=0, upper=1, bins=4, missing=True)))
+                     NumericColumn(name="b", lower=0, upper=1, bins=4, missing=True),
+                     NumericColumn(name="c", lower=0, upper=100, bins=5, missing=True)))
     rng = np.random.default_rng(3)
     df = pd.DataFrame({"a": np.where(rng.random(3000) < 0.9, 0, rng.integers(0, 99_999, 3000)),
-                       "b": np.where(rng.random(3000) < 0.1, np.nan, rng.random(3000))})
+                       "b": np.where(rng.random(3000) < 0.1, np.nan, rng.random(3000)),
+                       "c": np.where(rng.random(3000) < 0.1, np.nan, rng.integers(0, 100, 3000))})
     direct = fit_value_model(df, schema, epsilon=0.5, rng=np.random.default_rng(7))
-    grids = column_grids(schema)
-    counts = {c.name: np.unique(leaf_index(df[c.name].to_numpy(), c, grids[c.name]), return_counts=True)
+    assert direct.trees["c"].precision is not None  # whole numbers not declared: a grid to choose
+    counts = {c.name: count_column(df[c.name].to_numpy()[:1000], c) + count_column(df[c.name].to_numpy()[1000:], c)
               for c in schema.columns}
     via = fit_value_model_from_counts(counts, schema, epsilon=0.5, rng=np.random.default_rng(7))
     assert via.to_json() == direct.to_json()
