@@ -244,9 +244,12 @@ def card_markdown(card: dict[str, Any]) -> str:
     if card["warnings"]:
         lines += ["## Warnings", ""] + [f"- ⚠️ {w}" for w in card["warnings"]] + [""]
     lines += ["## Columns (public schema)", "", "| column | type | domain | missing cell |", "|---|---|---|---|"]
+    value_columns = ((card.get("value_model") or {}).get("stage") or {}).get("columns", {})
     for c in card["schema"]["columns"]:
         if c["type"] == "numeric":
             dom = f"[{c['lower']:g}, {c['upper']:g}] in {c['bins']} bins" + (", whole numbers" if c.get("integer") else "")
+            if "precision" in value_columns.get(c["name"], {}):  # the release chose the column's grid privately
+                dom += f"; values on {value_columns[c['name']]['grid']}"
         else:
             cats = c["categories"]
             dom = ", ".join(cats[:8]) + (f", … ({len(cats)} categories)" if len(cats) > 8 else "")

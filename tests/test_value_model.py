@@ -270,6 +270,9 @@ def test_undeclared_whole_numbers_come_out_whole_and_other_values_keep_their_dec
     assert stats.ks_2samp(fare, syn["fare"]).statistic < 0.1
     col = rel.card["value_model"]["stage"]["columns"]["age"]
     assert "estimated" in col["grid"] and col["precision"]["noisy_rows_off_coarse_grid"] < 200
+    from dpsynth.card import card_markdown
+
+    assert "| age | numeric | [0, 100] in 10 bins; values on multiples of 10^0 (estimated" in card_markdown(rel.card)
 
 
 @pytest.mark.parametrize("planted_bug", [False, True])
