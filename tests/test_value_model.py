@@ -119,13 +119,16 @@ def _columns(draw: st.DrawFn) -> NumericColumn:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(col=_columns(), seed=st.integers(0, 2**32 - 1), eps=st.sampled_from([0.05, 0.5, 5.0]),
-       mass=st.floats(0.0, 1.0))
-def test_values_stay_in_their_bin_and_on_the_grid(col: NumericColumn, seed: int, eps: float, mass: float) -> None:
+@given(col=_columns(), seed=st.integers(0, 2**32 - 1), eps=st.sampled_from([0.05, 0.5, 5.0, 50.0]),
+       mass=st.floats(0.0, 1.0), whole=st.booleans())
+def test_values_stay_in_their_bin_and_on_the_grid(col: NumericColumn, seed: int, eps: float, mass: float,
+                                                  whole: bool) -> None:
     rng = np.random.default_rng(seed)
     n = 400
     raw = col.lower + rng.random(n) * (col.upper - col.lower)
     raw[rng.random(n) < mass] = col.lower + (col.upper - col.lower) * 0.37  # a point mass
+    if whole:  # whole numbers that the schema may not declare: the release may choose that grid
+        raw = np.clip(np.rint(raw), col.lower, col.upper)
     if col.missing:
         raw[rng.random(n) < 0.1] = np.nan
     schema = _one(col)
@@ -321,6 +324,28 @@ def test_json_round_trip_is_byte_identical_and_samples_the_same() -> None:
     bad["columns"]["x"]["counts"][0] = bad["columns"]["x"]["counts"][0][:-1]
     with pytest.raises(InputError):
         ValueModel.from_dict(bad)
+
+
+def test_estimated_grids_round_trip_and_a_one_point_per_bin_grid_needs_no_tree() -> None:
+    """An undeclared column of whole numbers with one whole number per bin (education_num: 16 bins
+    over [0.5, 16.5]) gets the whole numbers and no tree; the released model, with its precision
+    counts, reads back byte-identical and samples the same values."""
+    rng = np.random.default_rng(6)
+    edu = NumericColumn(name="edu", lower=0.5, upper=16.5, bins=16)
+    fare = NumericColumn(name="fare", lower=0, upper=600, bins=12)
+    schema = Schema((edu, fare))
+    df = pd.DataFrame({"edu": rng.integers(1, 17, 20_000), "fare": np.round(rng.uniform(0, 600, 20_000), 2)})
+    vm = fit_value_model(df, schema, rho=0.05, rng=rng)
+    assert vm.trees["edu"].grid.decimals == 0 and vm.trees["edu"].nodes == ()
+    assert vm.trees["fare"].grid.decimals == 2 and len(vm.trees["fare"].nodes) == 3
+    assert vm.describe()["columns"]["edu"]["levels"] == 0
+    text = vm.to_json()
+    back = ValueModel.from_dict(json.loads(text))
+    assert back.to_json() == text and back.trees["edu"].precision == vm.trees["edu"].precision
+    codes = rng.integers(0, 16, 2000)
+    a = vm.sample_in_bins("edu", codes, rng=np.random.default_rng(1), col=edu)
+    np.testing.assert_array_equal(a, back.sample_in_bins("edu", codes, rng=np.random.default_rng(1), col=edu))
+    np.testing.assert_array_equal(a, codes + 1)  # bin k holds the whole number k + 1: the bin is the value
 
 
 # -------------------------------------------------------------------------- accounting
