@@ -61,10 +61,11 @@ in its two-pass form — bottom-up inverse-variance combination, top-down distri
 residual — valid for a tree whose unexpanded nodes are leaves, since every expanded node has all
 its children measured), then a top-down non-negative split: a parent's mass goes to its children
 that reached θ in proportion to their (clamped) consistent counts, and the consistent remainder of
-the others, if positive, is split among them in proportion to their clamped consistent counts
-(evenly by size when none is positive; on Adult and Titanic this gave a lower KS distance than
-an even split). A node is spread evenly over its grid points
-when none of its children holds mass.
+the others, if positive, is split among them in proportion to their clamped consistent counts plus
+a pseudo-count of :data:`SPLIT_PRIOR` noise standard deviations each (scaled by the child's size), which
+pulls children at the noise level towards an even split (on Adult and Titanic the clamped counts
+alone gave a lower KS distance than an even split, and the pseudo-count lower still). A node is
+spread evenly over its grid points when none of its children holds mass.
 """
 
 from __future__ import annotations
@@ -219,6 +220,11 @@ def _grid_ranges(edges: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------ the precision of a column that declares none
 
+#: Pseudo-count, in noise standard deviations, that a child below the threshold adds to its clamped
+#: consistent count when its parent's remainder is split (0: in proportion to the noisy counts alone).
+#: Paired on the same releases at ε = 1, 1 lowered the mean KS on Titanic by 0.004 ± 0.001, on Adult
+#: at 10,000 rows by 0.0008 ± 0.0003 and on generated mixed tables by 0.0015–0.0024; full Adult unchanged.
+SPLIT_PRIOR = 1.0
 #: Grid points of the finest grid a column with no declared precision may get: three levels of
 #: branching 64 (fares in pounds and pence on [0, 600], or whole numbers up to 262,143, are exact on it).
 FINE_GRID_POINTS = 64**3
@@ -405,7 +411,8 @@ class ValueModel:
         if int(bin_lo[0]) != g.first or int(bin_hi[-1]) != g.last or np.any(bin_hi < bin_lo):
             raise InputError(f"The value model of {column!r} does not match the schema's column (other bounds or grid).")
         if tree.nodes:
-            starts, masses = _frontier(tree, self.threshold)  # in leaves
+            sd = _noise_sd(self.sigma2 if self.gaussian else self.scale, self.gaussian)
+            starts, masses = _frontier(tree, self.threshold, sd)  # in leaves
         else:  # no levels: one grid point per bin, drawn "uniformly"
             starts, masses = np.zeros(1, dtype=np.int64), np.zeros(1)
         # frontier intervals in grid units: [first + start·width, …), density per grid point
@@ -799,11 +806,11 @@ def _measure(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, draw: Calla
 # -------------------------------------------------------------------------- post-processing
 
 
-def _frontier(tree: ColumnTree, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+def _frontier(tree: ColumnTree, threshold: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
     """A partition of the leaves into intervals (their first leaves, sorted) and a mass for each.
 
     Least-squares consistency (two passes) over the visited tree, then the top-down
-    non-negative split of the module docstring.
+    non-negative split of the module docstring; ``sd`` is one node's noise standard deviation.
     """
     g = tree.grid
     h = len(tree.nodes)
@@ -852,8 +859,10 @@ def _frontier(tree: ColumnTree, threshold: float) -> tuple[np.ndarray, np.ndarra
         ok = denom > 0
         f = np.where(ok, parent_m / np.where(ok, denom, 1.0), 0.0)[parent_of]
         # the remainder goes to the children below θ in proportion to their clamped consistent
-        # counts (evenly by size if none is positive): a point mass just under θ keeps most of it
-        wr = np.where(sig, 0.0, np.maximum(xc, 0.0))
+        # counts plus a pseudo-count of SPLIT_PRIOR noise standard deviations (scaled by size): a
+        # point mass just under θ keeps most of it, children at the noise level share it nearly evenly
+        mean_size = all_size / np.maximum(np.bincount(parent_of, minlength=n_parents), 1)
+        wr = np.where(sig, 0.0, np.maximum(xc, 0.0) + SPLIT_PRIOR * sd * size / np.maximum(mean_size[parent_of], 1.0))
         wsum = np.bincount(parent_of, weights=wr, minlength=n_parents)[parent_of]
         share_rest = np.where(wsum > 0, wr / np.where(wsum > 0, wsum, 1.0), size / np.maximum(rest_size[parent_of], 1.0))
         shared = np.where(sig, f * a, f * rest[parent_of] * share_rest)

@@ -348,6 +348,24 @@ def test_estimated_grids_round_trip_and_a_one_point_per_bin_grid_needs_no_tree()
     np.testing.assert_array_equal(a, codes + 1)  # bin k holds the whole number k + 1: the bin is the value
 
 
+def test_children_at_the_noise_level_share_their_parents_mass_nearly_evenly() -> None:
+    """The split's pseudo-count (SPLIT_PRIOR noise standard deviations): a parent that reached θ and
+    whose children all stayed below it gives them nearly even shares when their counts are at the
+    noise level, and shares in proportion to the counts when the noise is small beside them."""
+    from dpsynth.value_model import ColumnTree, _frontier
+
+    grid = ColumnGrid(name="x", decimals=0, declared=True, first=0, last=15, width=1, leaves=16, branching=4, levels=2)
+    tree = ColumnTree(grid, (np.arange(4), np.arange(4)), (np.array([1000, 0, 0, 0]), np.array([400, 0, 0, 200])))
+    # consistent counts 500, 100, 100, 300 (the parent's residual of 400 spread evenly)
+    for sd, most in [(300.0, (0.33, 0.40)), (1.0, (0.49, 0.53))]:
+        starts, mass = _frontier(tree, 500.0, sd)
+        children = mass[starts < 4]
+        assert children.sum() == pytest.approx(mass.sum()) and len(children) == 4
+        share = children / children.sum()
+        assert most[0] < share.max() < most[1] and share.argmax() == 0
+        assert share[1] == pytest.approx(share[2])
+
+
 # -------------------------------------------------------------------------- accounting
 
 
