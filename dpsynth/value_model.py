@@ -15,13 +15,14 @@ counts) over the public range [lower, upper] on the column's value grid — whol
 (:func:`auto_decimals`): multiples of 10^-d with d the largest whole number (possibly negative:
 steps of 10, 100, …) giving at most :data:`AUTO_GRID_POINTS` points (never finer than 10^-9, and
 at least 2 points per bin); when whole numbers are a candidate as well (:class:`Precision`: the
-schema alone decides), the release chooses between them and the automatic grid (or, when that is
-whole numbers, a grid of up to :data:`FINE_GRID_POINTS` points) from one noisy count per column —
-its rows off the coarser of the two, a histogram of two cells — that costs :data:`PRECISION_SHARE`
-of the value model's budget (split equally over those columns) and is measured first; the levels
+schema alone decides), the release chooses among them, the grids between them and the automatic
+grid (or, when that is whole numbers, a grid of up to :data:`FINE_GRID_POINTS` points) from one
+noisy histogram per column — its rows by the coarsest candidate grid each value lies on — that
+costs :data:`PRECISION_SHARE` of the value model's budget (split equally over those columns) and
+is measured first; the levels
 of the chosen grids share the rest (adaptive composition: the choice is post-processing of a
 released count). Undeclared whole numbers (age, counts of relatives, hours) then come out whole
-instead of smeared over a 0.01 grid, and a fare's pence are kept.
+instead of smeared over a 0.01 grid, a lab value with one decimal keeps it, and a fare's pence are kept.
 Grids of more than :data:`MAX_LEAVES` points group consecutive grid points into equal leaves.
 Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
 (Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
@@ -72,7 +73,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from statistics import NormalDist
@@ -231,9 +232,9 @@ FINE_GRID_POINTS = 64**3
 #: Share of the value model's budget spent on the precision counts (split equally over the columns
 #: that have a :class:`Precision` to choose; none is spent when no column has one).
 PRECISION_SHARE = Fraction(1, 10)
-#: Share of a column's rows its coarse grid may leave off (they are rounded to its nearest point).
+#: Share of a column's rows a candidate grid may leave off and still be chosen (they are rounded to its nearest point).
 PRECISION_TOLERANCE = 0.02
-#: The noisy count of rows off the coarse grid may exceed the tolerance by this many noise standard deviations …
+#: The noisy count of rows off a candidate grid may exceed the tolerance by this many noise standard deviations …
 PRECISION_Z = 2.0
 #: … and the column's noisy row count must be at least this many standard deviations, or the fine grid is kept.
 PRECISION_MIN_ROWS = 5.0
@@ -241,20 +242,20 @@ PRECISION_MIN_ROWS = 5.0
 
 @dataclass(frozen=True)
 class Precision:
-    """The two grids (decimals) between which a column with no declared precision chooses, from one noisy count.
+    """The grids (decimals, coarsest first) among which a column with no declared precision chooses,
+    from one noisy histogram of its rows by the coarsest candidate grid each value lies on.
 
-    Whole numbers are always one of them, when every bin holds one and there are at most
-    :data:`FINE_GRID_POINTS` of them on [lower, upper]; the other is the automatic grid
-    (:func:`auto_decimals`) when that differs, or else (the automatic grid is whole numbers) the automatic
-    grid of :data:`FINE_GRID_POINTS` points. ``coarse`` is the coarser of the two. Age, counts of
-    relatives or working hours are whole numbers that a schema often does not declare: on the
-    automatic grid their values would be smeared over 0.1 or 0.01 steps; capital gains are whole
-    dollars, but the automatic grid of their wide range has steps of 100; a fare with pence would be
-    rounded to whole pounds.
+    Whole numbers are always a candidate, when every bin holds one and there are at most
+    :data:`FINE_GRID_POINTS` of them on [lower, upper]; so is every grid between them and the
+    automatic grid (:func:`auto_decimals`), or, when the automatic grid is whole numbers, the
+    automatic grid of :data:`FINE_GRID_POINTS` points. Age, counts of relatives or working hours are
+    whole numbers that a schema often does not declare: on the automatic grid their values would
+    be smeared over 0.1 or 0.01 steps; a lab value with one decimal on [0, 20] would be smeared over
+    0.01 steps; capital gains are whole dollars, but the automatic grid of their wide range has
+    steps of 100; a fare with pence would be rounded to whole pounds.
     """
 
-    coarse: int
-    fine: int
+    candidates: tuple[int, ...]
 
     @classmethod
     def of(cls, col: NumericColumn) -> Precision | None:
@@ -266,18 +267,43 @@ class Precision:
             return None
         auto = auto_decimals(col)
         other = auto if auto != 0 else max(auto_decimals(col, FINE_GRID_POINTS), 0)
-        return None if other == 0 else cls(min(0, other), max(0, other))
+        if other == 0:
+            return None
+        return cls(tuple(range(min(0, other), max(0, other) + 1)))
 
-    def choose(self, on: int, off: int, sd: float) -> int:
-        """The grid from the released noisy counts of rows on and off the coarse grid (post-processing).
+    @property
+    def coarse(self) -> int:
+        """The coarsest candidate."""
+        return self.candidates[0]
 
-        The coarse grid when the column has enough rows to tell (on + off ≥ :data:`PRECISION_MIN_ROWS`·sd)
-        and at most :data:`PRECISION_TOLERANCE` of them are off it, up to :data:`PRECISION_Z`·sd of
-        noise; otherwise the fine grid. ``sd``: the standard deviation of one count's noise.
+    @property
+    def fine(self) -> int:
+        """The finest candidate (the grid when the counts cannot tell)."""
+        return self.candidates[-1]
+
+    def classes(self, values: np.ndarray) -> np.ndarray:
+        """Per value, the index of the coarsest candidate grid it lies on (len(candidates): none)."""
+        out = np.full(len(values), len(self.candidates), dtype=np.int64)
+        for i in range(len(self.candidates) - 1, -1, -1):
+            out[~off_grid(values, self.candidates[i])] = i
+        return out
+
+    def choose(self, counts: Sequence[int], sd: float) -> int:
+        """The grid from the released noisy counts of :meth:`classes` (post-processing).
+
+        The coarsest candidate such that the column has enough rows to tell (their noisy total at
+        least :data:`PRECISION_MIN_ROWS`·sd) and at most :data:`PRECISION_TOLERANCE` of them lie off
+        it, up to :data:`PRECISION_Z` standard deviations of the noise of the count off it; otherwise
+        the finest. ``sd``: the standard deviation of one count's noise.
         """
-        total = on + off
-        if total > 0 and total >= PRECISION_MIN_ROWS * sd and off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd:
-            return self.coarse
+        c = np.asarray(counts, dtype=np.float64)
+        total = float(c.sum())
+        if not (total > 0 and total >= PRECISION_MIN_ROWS * sd):
+            return self.fine
+        for i, d in enumerate(self.candidates[:-1]):
+            off = float(c[i + 1:].sum())
+            if off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(c) - 1 - i):
+                return d
         return self.fine
 
 
@@ -292,12 +318,12 @@ class ColumnCounts:
     """Exact counts of one numeric column for the value model (never released as such).
 
     ``leaves``: per candidate grid (decimals), the occupied leaves of its tree and their counts
-    (:func:`leaf_index`); ``precision``: for a column with a :class:`Precision` to choose, its rows on
-    and off the coarse grid (each row is in exactly one of the two: a histogram of two cells).
+    (:func:`leaf_index`); ``precision``: for a column with a :class:`Precision` to choose, its rows
+    per :meth:`Precision.classes` (each row is in exactly one class: a histogram).
     """
 
     leaves: dict[int, tuple[np.ndarray, np.ndarray]]
-    precision: tuple[int, int] | None = None
+    precision: tuple[int, ...] | None = None
 
     def __add__(self, other: ColumnCounts) -> ColumnCounts:
         """The counts of two disjoint batches of rows of the same column."""
@@ -306,15 +332,15 @@ class ColumnCounts:
             idx2, n2 = other.leaves[d]
             occ, inv = np.unique(np.concatenate([idx, idx2]), return_inverse=True)
             leaves[d] = (occ, np.bincount(inv, weights=np.concatenate([n, n2]), minlength=len(occ)).astype(np.int64))
-        prec = None if self.precision is None or other.precision is None else (
-            self.precision[0] + other.precision[0], self.precision[1] + other.precision[1])
+        prec = None if self.precision is None or other.precision is None else tuple(
+            a + b for a, b in zip(self.precision, other.precision, strict=True))
         return ColumnCounts(leaves, prec)
 
 
 def candidate_grids(col: NumericColumn, max_branching: int = MAX_BRANCHING) -> list[ColumnGrid]:
     """The grids the value model of ``col`` may use: its declared or automatic grid, or the two of its :class:`Precision`."""
     prec = Precision.of(col)
-    decimals = [None] if prec is None else [prec.coarse, prec.fine]
+    decimals = [None] if prec is None else list(prec.candidates)
     return [ColumnGrid.of(col, max_branching, d) for d in decimals]
 
 
@@ -329,8 +355,8 @@ def count_column(values: np.ndarray, col: NumericColumn, max_branching: int = MA
     prec = Precision.of(col)
     if prec is None:
         return ColumnCounts(leaves)
-    off = int(np.count_nonzero(off_grid(np.clip(v, col.lower, col.upper), prec.coarse)))
-    return ColumnCounts(leaves, (len(v) - off, off))
+    classes = np.bincount(prec.classes(np.clip(v, col.lower, col.upper)), minlength=len(prec.candidates) + 1)
+    return ColumnCounts(leaves, tuple(int(k) for k in classes))
 
 
 # ------------------------------------------------------------------------------- the mechanism
@@ -341,14 +367,14 @@ class ColumnTree:
     """The released noisy counts of one column's visited nodes: per level, node indices and counts.
 
     ``precision``: for a column whose grid the release chose, the :class:`Precision` and the released
-    noisy counts of rows on and off its coarse grid. No levels (``nodes`` empty): the chosen grid
-    has one point in every bin, so the bin is the value.
+    noisy counts of its rows per :meth:`Precision.classes`. No levels (``nodes`` empty): the chosen
+    grid has one point in every bin, so the bin is the value.
     """
 
     grid: ColumnGrid
     nodes: tuple[np.ndarray, ...]
     counts: tuple[np.ndarray, ...]
-    precision: tuple[Precision, int, int] | None = None
+    precision: tuple[Precision, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -472,7 +498,7 @@ class ValueModel:
         per_level = self.unit_cost(self.sigma2 if self.gaussian else self.scale)
         per_precision = self.unit_cost(self.precision_noise) if self.precision_noise is not None else 0.0
         split = (f"{float(PRECISION_SHARE):.0%} of it split equally over the columns whose grid is estimated (their"
-                 " noisy counts of rows on and off a coarse grid), the rest equally over every (column, level) pair"
+                 " noisy counts of rows by the coarsest candidate grid they lie on), the rest equally over every (column, level) pair"
                  " of the chosen grids; " if self.precision_noise is not None else
                  "split equally over every (column, level) pair; ")
         if self.gaussian:
@@ -521,13 +547,14 @@ class ValueModel:
                 "visited_nodes": int(sum(len(n) for n in t.nodes)),
             }
             if t.precision is not None:
-                prec, on, off = t.precision
+                prec, noisy = t.precision
+                names = [f"multiples of 10^{-d}" for d in prec.candidates]
                 out["precision"] = {
-                    "candidates": f"multiples of 10^{-prec.coarse} or of 10^{-prec.fine}",
-                    "noisy_rows_on_coarse_grid": on, "noisy_rows_off_coarse_grid": off,
-                    "rule": f"the coarse grid when at most {PRECISION_TOLERANCE:.0%} of the rows are off it (up to"
-                            f" {PRECISION_Z:g} noise standard deviations) and the rows number at least"
-                            f" {PRECISION_MIN_ROWS:g} standard deviations; else the fine grid",
+                    "candidates": names,
+                    "noisy_rows_by_coarsest_grid": dict(zip([*names, "none of them"], noisy, strict=True)),
+                    "rule": f"the coarsest candidate off which at most {PRECISION_TOLERANCE:.0%} of the rows lie (up to"
+                            f" {PRECISION_Z:g} noise standard deviations), when the rows number at least"
+                            f" {PRECISION_MIN_ROWS:g} standard deviations; else the finest",
                     key: per_precision,
                 }
             if not t.nodes:
@@ -559,8 +586,8 @@ class ValueModel:
                 "counts": [c.tolist() for c in t.counts],
             }
             if t.precision is not None:
-                prec, on, off = t.precision
-                out["precision"] = {"coarse": prec.coarse, "fine": prec.fine, "on": on, "off": off}
+                prec, noisy = t.precision
+                out["precision"] = {"candidates": list(prec.candidates), "counts": list(noisy)}
             return out
 
         return {
@@ -592,7 +619,10 @@ class ValueModel:
                 if len(nodes) != len(counts) or any(len(a) != len(b) for a, b in zip(nodes, counts, strict=True)):
                     raise InputError(f"Value model of {name!r}: nodes and counts do not match.")
                 p = t.get("precision")
-                prec = None if p is None else (Precision(int(p["coarse"]), int(p["fine"])), int(p["on"]), int(p["off"]))
+                prec = None if p is None else (Precision(tuple(int(d) for d in p["candidates"])),
+                                               tuple(int(k) for k in p["counts"]))
+                if prec is not None and len(prec[1]) != len(prec[0].candidates) + 1:
+                    raise InputError(f"Value model of {name!r}: its precision counts do not match its candidates.")
                 trees[str(name)] = ColumnTree(grid, nodes, counts, prec)
             pn = d.get("precision_noise")
             common = {"neighbours": Neighbours.parse(d["neighbours"]), "max_contributions": int(d["max_contributions"]),
@@ -718,9 +748,11 @@ def fit_value_model_from_counts(
             continue
         if c.precision is None:
             raise InputError(f"No precision counts were given for the numeric column {col.name!r}.")
-        on, off = _measure_precision(c.precision, sampler(precision_noise))
-        chosen[col.name] = (prec, on, off)
-        grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(on, off, _noise_sd(precision_noise, gaussian)))
+        if len(c.precision) != len(prec.candidates) + 1:
+            raise InputError(f"The precision counts of {col.name!r} do not fit its {len(prec.candidates)} candidate grids.")
+        noisy = _measure_precision(c.precision, sampler(precision_noise))
+        chosen[col.name] = (prec, noisy)
+        grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(noisy, _noise_sd(precision_noise, gaussian)))
     # 2. the rest of the budget, split equally over the levels of the chosen grids (none for a grid
     # with one point per bin)
     measured = {c.name: 0 if _one_point_per_bin_of(grids[c.name], c) else grids[c.name].levels for c in cols}
@@ -758,10 +790,10 @@ def _noise_sd(param: Fraction, gaussian: bool) -> float:
     return math.sqrt(2 * p) / (1 - p)
 
 
-def _measure_precision(exact: tuple[int, int], draw: Callable[[int], np.ndarray]) -> tuple[int, int]:
-    """Noisy counts of a column's rows on and off its coarse grid (a histogram of two cells: one unit's noise each)."""
-    noisy = np.asarray(exact, dtype=np.int64) + draw(2)
-    return int(noisy[0]), int(noisy[1])
+def _measure_precision(exact: tuple[int, ...], draw: Callable[[int], np.ndarray]) -> tuple[int, ...]:
+    """Noisy counts of a column's rows per :meth:`Precision.classes` (a histogram: every cell gets noise)."""
+    noisy = np.asarray(exact, dtype=np.int64) + draw(len(exact))
+    return tuple(int(k) for k in noisy)
 
 
 def _one_point_per_bin_of(g: ColumnGrid, col: NumericColumn) -> bool:

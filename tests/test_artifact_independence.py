@@ -84,7 +84,7 @@ def fixed_noise(monkeypatch: pytest.MonkeyPatch) -> np.ndarray:
 
     monkeypatch.setattr(value_model, "_measure", fixed_tree)
     # and the counts that choose a column's grid (value_model.Precision): fixed, whatever the data
-    monkeypatch.setattr(value_model, "_measure_precision", lambda exact, draw: (5000, 3))
+    monkeypatch.setattr(value_model, "_measure_precision", lambda exact, draw: (5000,) + (3,) * (len(exact) - 1))
     return h
 
 

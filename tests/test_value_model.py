@@ -225,31 +225,35 @@ def test_continuous_column_gets_an_automatic_grid_that_keeps_point_masses() -> N
 
 
 @pytest.mark.parametrize(("lower", "upper", "bins", "expected"), [
-    (0, 10, 5, (0, 2)),            # counts of relatives: whole numbers or the automatic 0.01 grid
+    (0, 10, 5, (0, 1, 2)),         # counts of relatives: whole numbers, tenths or the automatic 0.01 grid
     (16, 96, 10, (0, 1)),          # age
-    (0, 600, 12, (0, 2)),          # a fare: whole pounds (the automatic grid) or pence
-    (0, 99_999, 10, (-2, 0)),      # capital gains: the automatic steps of 100, or whole dollars
+    (0, 600, 12, (0, 1, 2)),       # a fare: whole pounds (the automatic grid), or finer up to pence
+    (0, 99_999, 10, (-2, -1, 0)),  # capital gains: the automatic steps of 100, of 10, or whole dollars
     (0, 1_500_000, 10, None),      # too many whole numbers: the automatic grid only
     (0, 1, 4, None),               # a bin without a whole number
 ])
 def test_precision_candidates_come_from_the_schema_alone(lower: float, upper: float, bins: int,
-                                                          expected: tuple[int, int] | None) -> None:
+                                                          expected: tuple[int, ...] | None) -> None:
     from dpsynth.value_model import Precision
 
     prec = Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins))
-    assert (None if prec is None else (prec.coarse, prec.fine)) == expected
+    assert (None if prec is None else prec.candidates) == expected
     assert Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins, decimals=3)) is None
 
 
-def test_precision_rule() -> None:
+def test_precision_classes_and_rule() -> None:
     from dpsynth.value_model import Precision
 
-    p = Precision(0, 2)
-    assert p.choose(10_000, 150, sd=40) == 0      # 1.5% off: within the tolerance
-    assert p.choose(10_000, 250, sd=40) == 0      # 2.4% off: within two standard deviations of it
-    assert p.choose(10_000, 400, sd=40) == 2      # 3.9% off: the fine grid
-    assert p.choose(150, -20, sd=40) == 2         # too few rows to tell
-    assert p.choose(0, 0, sd=0.0) == 2
+    p = Precision((0, 1, 2))
+    values = np.array([3.0, 7.1, 7.11, 7.111, 0.0, -2.5, 1e-12, 5.55])
+    np.testing.assert_array_equal(p.classes(values), [0, 1, 2, 3, 0, 1, 0, 2])
+    assert p.choose((10_000, 50, 50, 50), sd=40) == 0     # 1.5% off whole numbers: within the tolerance
+    assert p.choose((10_000, 150, 50, 40), sd=40) == 0    # 2.4% off: within two standard deviations of it
+    assert p.choose((10_000, 400, 10, 0), sd=40) == 1     # 4% off whole numbers, 0.1% off tenths: tenths
+    assert p.choose((5_000, 5_000, 400, 10), sd=40) == 2  # 4% off tenths
+    assert p.choose((0, 0, 9_000, 1_000), sd=40) == 2     # finer than every candidate: the finest
+    assert p.choose((150, -20, 3, 0), sd=40) == 2         # too few rows to tell
+    assert p.choose((0, 0, 0, 0), sd=0.0) == 2
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-9])
@@ -272,7 +276,9 @@ def test_undeclared_whole_numbers_come_out_whole_and_other_values_keep_their_dec
     assert np.mean(syn["fare"] != np.round(syn["fare"])) > 0.5  # pence survive (whole pounds: 0)
     assert stats.ks_2samp(fare, syn["fare"]).statistic < 0.1
     col = rel.card["value_model"]["stage"]["columns"]["age"]
-    assert "estimated" in col["grid"] and col["precision"]["noisy_rows_off_coarse_grid"] < 200
+    noisy = col["precision"]["noisy_rows_by_coarsest_grid"]
+    assert "estimated" in col["grid"] and list(noisy) == ["multiples of 10^0", "multiples of 10^-1", "none of them"]
+    assert noisy["multiples of 10^0"] > 4000
     from dpsynth.card import card_markdown
 
     assert "| age | numeric | [0, 100] in 10 bins; values on multiples of 10^0 (estimated" in card_markdown(rel.card)
@@ -291,7 +297,8 @@ def test_audit_precision_count_spends_only_its_share(planted_bug: bool, monkeypa
     large = pd.DataFrame({"x": [1.0] * 30 + [3.5]})
 
     def hits(df: pd.DataFrame, runs: int, rng: np.random.Generator) -> int:
-        return sum(fit_value_model(df, schema, epsilon=10.0, rng=rng).trees["x"].precision[2] >= 1 for _ in range(runs))
+        # the count of rows on tenths but off whole numbers (Precision.classes: class 1)
+        return sum(fit_value_model(df, schema, epsilon=10.0, rng=rng).trees["x"].precision[1][1] >= 1 for _ in range(runs))
 
     runs = 1500
     k_large, k_small = hits(large, runs, np.random.default_rng(300)), hits(small, runs, np.random.default_rng(400))
