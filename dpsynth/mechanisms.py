@@ -74,6 +74,14 @@ def check_delta(delta: float) -> float:
     return d
 
 
+def discrete_laplace_std(scale: Fraction | float) -> float:
+    """Standard deviation of the discrete Laplace of ``scale`` t: √(2p)/(1 − p), p = e^(−1/t)."""
+    if scale == 0:
+        return 0.0
+    p = math.exp(-1.0 / float(scale))
+    return math.sqrt(2.0 * p) / (1.0 - p)
+
+
 @dataclass(frozen=True)
 class DiscreteLaplace:
     """Add exact discrete Laplace noise, P(Z=z) ∝ exp(−|z|/scale), to integer counts.
@@ -100,10 +108,7 @@ class DiscreteLaplace:
 
     def noise_std(self) -> float:
         """Standard deviation of one draw: sqrt(2p)/(1−p), p = exp(−1/scale)."""
-        if self.scale == 0:
-            return 0.0
-        p = math.exp(-1.0 / float(self.scale))
-        return math.sqrt(2.0 * p) / (1.0 - p)
+        return discrete_laplace_std(self.scale)
 
     def tail(self, a: float) -> float:
         """P(|Z| ≥ a) for integer-valued Z: 2pᵗ/(1+p) with t = ⌈a⌉ ≥ 1."""

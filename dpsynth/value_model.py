@@ -84,7 +84,7 @@ import pandas as pd
 
 from dpsynth import noise
 from dpsynth.errors import InputError
-from dpsynth.mechanisms import check_epsilon, exact_epsilon
+from dpsynth.mechanisms import check_epsilon, discrete_laplace_std, exact_epsilon
 from dpsynth.neighbours import (
     Neighbours,
     hierarchical_histogram_l1_sensitivity,
@@ -342,22 +342,17 @@ class ColumnCounts:
         return ColumnCounts(leaves, prec)
 
 
-def candidate_grids(col: NumericColumn, max_branching: int = MAX_BRANCHING) -> list[ColumnGrid]:
-    """The grids the value model of ``col`` may use: its declared or automatic grid, or the two of its :class:`Precision`."""
-    prec = Precision.of(col)
-    decimals = [None] if prec is None else list(prec.candidates)
-    return [ColumnGrid.of(col, max_branching, d) for d in decimals]
-
-
 def count_column(values: np.ndarray, col: NumericColumn, max_branching: int = MAX_BRANCHING) -> ColumnCounts:
-    """The exact :class:`ColumnCounts` of a column's parsed values (float64, NaN for empty: not counted)."""
+    """The exact :class:`ColumnCounts` of a column's parsed values (float64, NaN for empty: not counted):
+    leaf counts on its declared or automatic grid, or on every candidate of its :class:`Precision`."""
     v = np.asarray(values, dtype=np.float64)
     v = v[~np.isnan(v)]
+    prec = Precision.of(col)
     leaves = {}
-    for g in candidate_grids(col, max_branching):
+    for d in [None] if prec is None else prec.candidates:
+        g = ColumnGrid.of(col, max_branching, d)
         occ, n = np.unique(leaf_index(v, col, g), return_counts=True)
         leaves[g.decimals] = (occ.astype(np.int64), n.astype(np.int64))
-    prec = Precision.of(col)
     if prec is None:
         return ColumnCounts(leaves)
     classes = np.bincount(prec.classes(np.clip(v, col.lower, col.upper)), minlength=len(prec.candidates) + 1)
@@ -787,12 +782,9 @@ def fit_value_model_from_counts(
 
 
 def _noise_sd(param: Fraction, gaussian: bool) -> float:
-    """Standard deviation of the noise: at most σ for the discrete Gaussian of σ², √(2p)/(1 − p) for the
-    discrete Laplace of scale t (p = e^(−1/t))."""
-    if gaussian:
-        return math.sqrt(float(param))
-    p = math.exp(-1.0 / float(param))
-    return math.sqrt(2 * p) / (1 - p)
+    """Standard deviation of the noise: at most σ for the discrete Gaussian of σ², that of the discrete
+    Laplace of scale ``param`` otherwise."""
+    return math.sqrt(float(param)) if gaussian else discrete_laplace_std(param)
 
 
 def _measure_precision(exact: tuple[int, ...], draw: Callable[[int], np.ndarray]) -> tuple[int, ...]:
