@@ -434,9 +434,11 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
         bshape = [y.shape[keep.index(i)] if i in keep else 1 for i in range(ndim)]
         prepared.append((ci, keep, bshape, y, var, deps))
 
-    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray | float]]:
+    def loss_grad(mu: list[np.ndarray]) -> tuple[float, list[np.ndarray | None]]:
+        """The loss and, per clique, its gradient as one array that broadcasts against the clique
+        (on the union of the observed axes only: the sum is full-size only when they cover it)."""
         loss = 0.0
-        grads: list[np.ndarray | float] = [0.0] * len(mu)
+        grads: list[np.ndarray | None] = [None] * len(mu)
         for ci, keep, bshape, y, var, deps in prepared:
             t = sum_to(mu[ci], keep).astype(np.float64)
             r = t - y
@@ -446,23 +448,22 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
                 dr = sum_to(t, pos) - dy
                 loss += float(np.vdot(dr, dr)) / dvar
                 r += (2.0 / dvar) * dr.reshape(dshape)
-            g = grads[ci]
-            if isinstance(g, np.ndarray):
-                g += r.reshape(bshape)
-            else:
-                grads[ci] = np.broadcast_to(r.reshape(bshape).astype(dtype), mu[ci].shape).copy()
+            g = r.reshape(bshape).astype(dtype)
+            grads[ci] = g if grads[ci] is None else grads[ci] + g
         return loss, grads
+
+    def step(t: np.ndarray, g: np.ndarray | None, eta: float) -> np.ndarray:
+        return t if g is None else np.subtract(t, np.asarray(eta * g, dtype=dtype), dtype=dtype)
 
     theta = [np.asarray(t, dtype=dtype) for t in theta]
     mu = tree.marginals(theta, total, dtype)
     loss, grads = loss_grad(mu)
     if eta is None:
         # A first step that moves log-potentials by about 1 where the gradient is largest.
-        gmax = max(float(np.abs(g).max()) for g in grads if isinstance(g, np.ndarray)) if prepared else 1.0
-        gmax = gmax or 1.0
-        eta = 1.0 / gmax
+        gmax = max((float(np.abs(g).max()) for g in grads if g is not None), default=1.0)
+        eta = 1.0 / (gmax or 1.0)
     for _ in range(iters):
-        new_theta = [t - eta * g if isinstance(g, np.ndarray) else t for t, g in zip(theta, grads, strict=True)]
+        new_theta = [step(t, g, eta) for t, g in zip(theta, grads, strict=True)]
         new_mu = tree.marginals(new_theta, total, dtype)
         new_loss, new_grads = loss_grad(new_mu)
         if new_loss <= loss:
