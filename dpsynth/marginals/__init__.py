@@ -35,7 +35,9 @@ all in numpy:
    end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
    on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
    re-implemented for junction trees). The noisy total ``N̂`` is the inverse-variance mean of the
-   sums of all measured tables.
+   sums of all measured tables. The fit holds the columns fewest cells first (``fit.layout``, from
+   the public sizes), so each clique table's contiguous last axis is its largest column (numpy's
+   inner loops run along it); the returned model names the table's columns in their order.
 4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
    order (``P(new column | separator)`` per clique), is sampled ancestrally with systematic draws
    inside each separator configuration (counts within one of the model's, as Private-PGM's
