@@ -188,7 +188,7 @@ def test_capacity_grows_with_the_signal_to_noise() -> None:
     assert (mid.max_cells, mid.max_cols) == CLIQUE_LIMITS[1][1:]
     assert (high.max_cells, high.max_cols) == CLIQUE_LIMITS[2][1:]
     assert high.iters_factor == 2 and mid.iters_factor == 1
-    assert "at most 7 columns and 1,000,000 cells" in high.describe()
+    assert "at most 7 columns and 500,000 cells" in high.describe()
 
 
 def test_replace_one_doubles_the_noise_variance() -> None:

@@ -72,7 +72,7 @@ signal-to-noise of a typical pair measurement (noisy total ÷ its expected L1 no
 ``LOW_SNR_ROUNDS_PER_COLUMN`` rounds per column instead of ``ROUNDS_PER_COLUMN`` (fewer, cleaner
 measurements); from 10, three-way measurements are offered and cliques may hold 7 columns and
 500,000 cells (5 and 100,000 below); from 100, the mirror-descent iterations double (the fit, not
-the noise, then limits the model) and cliques may hold 1,000,000 cells (``CLIQUE_LIMITS``).
+the noise, then limits the model) (``CLIQUE_LIMITS``).
 Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
