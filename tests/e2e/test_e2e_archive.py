@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -31,15 +32,22 @@ def _archived_zip(page) -> bytes:  # noqa: ANN001
     return _download(page, "Download the release (.zip)")
 
 
+def _load_sample_and_release(page) -> None:  # noqa: ANN001
+    """Load the sample, wait until the Data page says it is loaded (a fresh session can go idle before
+    the load has taken effect), then press the release button on the Release page."""
+    page.get_by_role("button", name="Load the sample dataset").click()
+    wait_idle(page)
+    page.get_by_text(re.compile(r"Loaded .* columns")).first.wait_for(timeout=60_000)
+    goto_page(page, "4 · Release")
+    page.get_by_role("button", name="Release with ε = 1").click(timeout=60_000)
+
+
 def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite"
     with dashboard(ledger) as url, browser_page() as page:
         page.goto(url)
         wait_idle(page)
-        page.get_by_role("button", name="Load the sample dataset").click()
-        wait_idle(page)
-        goto_page(page, "4 · Release")
-        page.get_by_role("button", name="Release with ε = 1").click()
+        _load_sample_and_release(page)
         wait_idle(page, timeout=180_000)
         page.get_by_text("Released").first.wait_for(timeout=180_000)
         first = _download(page, "everything (.zip)")
@@ -51,10 +59,7 @@ def test_release_survives_reload_leaving_the_page_and_a_restart(tmp_path: Path) 
         # leave the page right after pressing the button: the release still completes on the server
         page.goto(url)
         wait_idle(page)
-        page.get_by_role("button", name="Load the sample dataset").click()
-        wait_idle(page)
-        goto_page(page, "4 · Release")
-        page.get_by_role("button", name="Release with ε = 1").click()
+        _load_sample_and_release(page)
         # leave as soon as the second spend is recorded: the release is then under way on the server
         for _ in range(1200):
             if len(Ledger(ledger, create=False).spends()) == 2:
