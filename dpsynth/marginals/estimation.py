@@ -453,7 +453,7 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
         return loss, grads
 
     def step(t: np.ndarray, g: np.ndarray | None, eta: float) -> np.ndarray:
-        return t if g is None else np.subtract(t, np.asarray(eta * g, dtype=dtype), dtype=dtype)
+        return t if g is None else np.subtract(t, eta * g, dtype=dtype)  # g is already in dtype
 
     theta = [np.asarray(t, dtype=dtype) for t in theta]
     mu = tree.marginals(theta, total, dtype)
