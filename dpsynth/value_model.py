@@ -27,8 +27,8 @@ Grids of more than :data:`MAX_LEAVES` points group consecutive grid points into 
 Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
 (Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
 histograms": fanouts around 16 minimise range-query error of a full tree; here pruning removes
-most empty nodes, and on Adult a limit of 64 — two or three levels — gave a lower KS distance
-than 16 or 32, measured with ``benchmarks/bench_values.py``).
+most empty nodes and the levels are smoothed, and a limit of 24 gave a lower KS distance than 16
+or 64, see :data:`MAX_BRANCHING`).
 Exact discrete Laplace noise on every visited node's count (:mod:`dpsynth.noise`); every level of a
 tree is a histogram of a partition of the range, so its L1 sensitivity is that of a histogram
 (:func:`dpsynth.neighbours.hierarchical_histogram_l1_sensitivity`: k per level under add-remove,
@@ -99,8 +99,13 @@ from dpsynth.schema import NumericColumn, Schema, grid_ranges
 AUTO_GRID_POINTS = 1 << 12
 #: Most leaves of a tree; a finer declared grid groups consecutive grid points into a leaf.
 MAX_LEAVES = 1 << 20
-#: Default largest branching factor of a tree.
-MAX_BRANCHING = 64
+#: Default largest branching factor of a tree. With the smoothing of each level (:func:`_smooth`), 24
+#: against 64 (the value models alone, ρ_v of an ε = 1 release, bin masses exact, KS of raw values,
+#: 8–20 seeds): Titanic 0.059 → 0.055, Adult at 5,000 / 10,000 / 20,000 / all 48,842 rows 0.036 /
+#: 0.023 / 0.015 / 0.0090 → 0.032 / 0.021 / 0.013 / 0.0080, generated mixed tables at 5,000 / 10,000 /
+#: 20,000 rows 0.038 / 0.025 / 0.017 → 0.040 / 0.026 / 0.016; pure ε_v = 0.1 lower or equal as well.
+#: 16 and 32 were close to 24; 64 had been best before the smoothing.
+MAX_BRANCHING = 24
 #: Default share of ε spent on the value model when the schema has numeric columns (pure DP, basic
 #: composition: δ = 0 or a Laplace main method).
 DEFAULT_VALUE_SHARE = 0.1
@@ -248,8 +253,8 @@ def _grid_ranges(edges: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------ the precision of a column that declares none
 
-#: Grid points of the finest grid a column with no declared precision may get: three levels of
-#: branching 64 (fares in pounds and pence on [0, 600], or whole numbers up to 262,143, are exact on it).
+#: Grid points of the finest grid a column with no declared precision may get: 64³ (fares in pounds
+#: and pence on [0, 600], or whole numbers up to 262,143, are exact on it).
 FINE_GRID_POINTS = 64**3
 #: Share of the value model's budget spent on the precision counts (split equally over the columns
 #: that have a :class:`Precision` to choose; none is spent when no column has one).

@@ -42,7 +42,7 @@ def _one_level_noise(seed: int, **budget: float) -> tuple[ValueModel, np.ndarray
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(200):
-        vm = fit_value_model(df, schema, rng=rng, **budget)
+        vm = fit_value_model(df, schema, rng=rng, max_branching=64, **budget)
         tree = vm.trees["x"]
         assert tree.grid.levels == 1 and len(tree.counts[0]) == 64
         draws.append(tree.counts[0] - true)
@@ -346,7 +346,7 @@ def test_estimated_grids_round_trip_and_a_one_point_per_bin_grid_needs_no_tree()
     df = pd.DataFrame({"edu": rng.integers(1, 17, 20_000), "fare": np.round(rng.uniform(0, 600, 20_000), 2)})
     vm = fit_value_model(df, schema, rho=0.05, rng=rng)
     assert vm.trees["edu"].grid.decimals == 0 and vm.trees["edu"].nodes == ()
-    assert vm.trees["fare"].grid.decimals == 2 and len(vm.trees["fare"].nodes) == 3
+    assert vm.trees["fare"].grid.decimals == 2 and len(vm.trees["fare"].nodes) == 4  # 60,001 pence: 16⁴ ≥ 60,001
     assert vm.describe()["columns"]["edu"]["levels"] == 0
     text = vm.to_json()
     back = ValueModel.from_dict(json.loads(text))
