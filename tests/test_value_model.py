@@ -413,6 +413,48 @@ def test_smoothing_shrinks_noise_on_a_smooth_shape_and_keeps_point_masses_and_ed
     np.testing.assert_array_equal(_smooth(truth, nodes, size, 0.0), truth)
 
 
+def _within_bin_ks(df: pd.DataFrame, col: NumericColumn, model: ValueModel) -> float:
+    """KS distance between the real values and the released distribution with the real bin masses
+    (the value model's own error: what it adds inside the bins)."""
+    g = model.trees[col.name].grid
+    real = np.sort(df[col.name].to_numpy(np.float64))
+    lo, _ = g.bin_ranges(col)
+    k = g.units(real)
+    mass = np.bincount(np.clip(np.searchsorted(lo, k, side="right") - 1, 0, len(lo) - 1), minlength=len(lo)) / len(k)
+    dist = model.bin_distribution(col.name, col)
+    points = g.values(np.concatenate([d[0] for d in dist]))
+    cdf = np.cumsum(np.concatenate([mass[b] * d[1] for b, d in enumerate(dist)]))
+    at = np.unique(np.concatenate([real, points]))
+    i = np.searchsorted(points, at, side="right") - 1
+    syn = np.where(i >= 0, cdf[np.maximum(i, 0)], 0.0)
+    return float(np.max(np.abs(syn - np.searchsorted(real, at, side="right") / len(real))))
+
+
+def test_smoothing_lowers_the_ks_of_smooth_columns_at_a_few_thousand_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole value models at 3,000 rows and the ρ_v of an ε = 1 release (δ = 1e-9), 8 seeds: with each
+    level smoothed the mean within-bin KS of a bell-shaped and a bimodal column is lower by about a
+    third than with the smoothing switched off (SMOOTH_Z < 0): measured 0.057 → 0.036, each ± 0.003."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    df = pd.DataFrame({"age": np.clip(np.rint(rng.normal(45, 15, n)), 0, 100),
+                       "bimodal": np.round(np.clip(np.where(rng.random(n) < 0.6, rng.normal(30, 5, n),
+                                                            rng.normal(70, 8, n)), 0, 100), 1)})
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),
+                     NumericColumn(name="bimodal", lower=0, upper=100, bins=10)))
+
+    def mean_ks() -> float:
+        out = []
+        for seed in range(8):
+            model = fit_value_model(df, schema, rho=0.00071, rng=np.random.default_rng(100 + seed))
+            out += [_within_bin_ks(df, col, model) for col in schema.columns]
+        return float(np.mean(out))
+
+    smoothed = mean_ks()
+    monkeypatch.setattr(vm_module, "SMOOTH_Z", -1.0)
+    raw = mean_ks()
+    assert smoothed < 0.75 * raw
+
+
 # -------------------------------------------------------------------------- accounting
 
 
