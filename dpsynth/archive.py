@@ -24,14 +24,12 @@ pending (recovered as failed) and, at worst, unreferenced blobs.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import secrets
 import shutil
 import socket
 import sqlite3
 import threading
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
@@ -57,7 +55,6 @@ except ImportError:  # pragma: no cover - Windows: liveness falls back to the pr
 ARCHIVE_ENV = "DPSYNTH_ARCHIVE"
 INTERRUPTED_CHARGED = "interrupted after the charge (the process stopped before the release was archived)"
 INTERRUPTED_FREE = "interrupted before the charge; nothing spent"
-_ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 _CHUNK = 1 << 20
 
 _SCHEMA_SQL = """
@@ -310,14 +307,11 @@ class Archive:
 
     def zip(self, release_id: str, names: list[str] | None = None) -> bytes:
         """The release's files (or ``names`` of them, in that order) in one zip; the same bytes every time."""
+        from dpsynth.release import zip_files
+
         files = {n: (d, s) for n, d, s in self._files(release_id)}
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for name in names if names is not None else list(files):
-                info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, self._blob(*files[name]).read_bytes())
-        return buf.getvalue()
+        return zip_files({name: self._blob(*files[name]).read_bytes()
+                          for name in (names if names is not None else list(files))})
 
     # ------------------------------------------------------------ internals
 

@@ -56,6 +56,8 @@ class Release:
     archive_id: str | None = None  # the release's id in the release archive, when one kept it
     values: Any = None  # dpsynth.value_model.ValueModel: released fine distributions of numeric columns
     _synthetic: pd.DataFrame | None = field(default=None, repr=False)
+    # a release's files never change once made: the archive, the zip and the dashboard share one copy
+    _made: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def method(self) -> str:
@@ -110,7 +112,10 @@ class Release:
         """synthetic.csv (or Parquet) exactly as every path writes it."""
         from dpsynth.writer import synthetic_bytes
 
-        return synthetic_bytes(self.sampler(), self.schema, parquet=parquet, values=self.values)
+        key = "synthetic.parquet" if parquet else "synthetic.csv"
+        if key not in self._made:
+            self._made[key] = synthetic_bytes(self.sampler(), self.schema, parquet=parquet, values=self.values)
+        return self._made[key]
 
     def write_synthetic(self, path: str | Path, *, progress: Callable[[float, str], None] | None = None) -> int:
         """Stream the synthetic rows to ``path`` (CSV, or Parquet for a .parquet name); returns the row count."""
@@ -130,14 +135,18 @@ class Release:
 
     def table_files(self) -> dict[str, bytes]:
         """The released tables: the method's (histogram, or marginals and model) and the value model."""
-        files = dict(self.result.files())
-        if self.values is not None:
-            files["value_model.json"] = self.values.to_json().encode("utf-8")
-        return files
+        if "tables" not in self._made:
+            files = dict(self.result.files())
+            if self.values is not None:
+                files["value_model.json"] = self.values.to_json().encode("utf-8")
+            self._made["tables"] = files
+        return dict(self._made["tables"])
 
     def zip(self) -> bytes:
         """All released files in one zip (deterministic bytes for the same release)."""
-        return zip_files(self.files())
+        if "zip" not in self._made:
+            self._made["zip"] = zip_files(self.files())
+        return self._made["zip"]
 
     def save(self, folder: str | Path) -> None:
         """Write every released file into ``folder`` (created if needed)."""
@@ -177,6 +186,11 @@ class Release:
         return cls.from_files(read_release_files(path))
 
 
+#: Deflate level per file name (others: zlib's default, 6). A model's conditional tables are digits that
+#: level 6 shrinks only 12% more than level 1, in six times the time (Adult at ε = 1: 0.6 s against 0.1 s).
+_ZIP_LEVELS = {"model.json": 1}
+
+
 def zip_files(files: dict[str, bytes]) -> bytes:
     """Files in one zip with fixed timestamps (the same files give the same bytes)."""
     buf = io.BytesIO()
@@ -184,7 +198,7 @@ def zip_files(files: dict[str, bytes]) -> bytes:
         for name, data in files.items():
             info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
+            zf.writestr(info, data, compresslevel=_ZIP_LEVELS.get(name))
     return buf.getvalue()
 
 

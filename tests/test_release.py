@@ -145,6 +145,30 @@ def test_files_and_zip(small_df, small_schema):
     assert set(release_files(plain)) == {"synthetic.csv", "histogram.csv", "schema.json", "card.json", "card.md"}
 
 
+def test_a_releases_files_are_made_once(small_df, small_schema, monkeypatch):
+    """The archive, the zip and the dashboard share one copy of the files: the tables are serialised and
+    the synthetic rows drawn once, whatever asks for them, and the zip is the same bytes each time."""
+    rel = dpsynth.release(small_df, small_schema, epsilon=1.0, seed=0, method="marginals")
+    made = {"tables": 0, "rows": 0}
+    real_files, real_sampler = type(rel.result).files, rel.sampler
+
+    def files(result):
+        made["tables"] += 1
+        return real_files(result)
+
+    def sampler(*args, **kwargs):
+        made["rows"] += 1
+        return real_sampler(*args, **kwargs)
+
+    monkeypatch.setattr(type(rel.result), "files", files)
+    monkeypatch.setattr(rel, "sampler", sampler)
+    first = rel.files()
+    assert rel.zip() == rel.zip() and rel.files() == first and rel.table_files()["model.json"] == first["model.json"]
+    assert made == {"tables": 1, "rows": 1}
+    rel.table_files()["model.json"] = b"changed"  # a caller's copy: the release keeps its own
+    assert rel.files()["model.json"] == first["model.json"]
+
+
 def test_data_derived_schema_is_flagged(small_df):
     schema = Schema((CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True, provenance="data"),))
     rel = dpsynth.release(small_df, schema, epsilon=1.0, seed=0)

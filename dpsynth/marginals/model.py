@@ -27,6 +27,13 @@ class Step:
     parents: tuple[int, ...]
     cpt: np.ndarray
 
+    @property
+    def probs(self) -> np.ndarray:
+        """``cpt`` with each row scaled to sum to 1 (released tables are rounded, so their rows sum to 1
+        only to within cells × 5e-8); what sampling draws from."""
+        total = self.cpt.sum(axis=1, keepdims=True)
+        return self.cpt / np.where(total > 0, total, 1.0)
+
 
 @dataclass(frozen=True, eq=False)
 class MarginalModel:
@@ -81,7 +88,11 @@ class MarginalModel:
             g = np.bincount(sp, minlength=configs)
             starts = np.cumsum(g) - g
             u = (np.arange(n) - starts[sp] + rng.random(configs)[sp]) / g[sp]
+            # the released tables are rounded (fit.CPT_DECIMALS): each row's CDF is scaled to end at 1
+            # rather than the last cell taking what the rounding left
             cdf = np.cumsum(step.cpt, axis=1)
+            total = cdf[:, -1:]
+            cdf /= np.where(total > 0, total, 1.0)
             cdf[:, -1] = 1.0
             # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
             keys = (cdf + np.arange(configs, dtype=np.float64)[:, None]).ravel()
@@ -104,7 +115,7 @@ class MarginalModel:
             cols = list(step.parents) + list(step.new)
             for c in cols:
                 shape[c] = self.sizes[c]
-            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            table = step.probs.reshape([self.sizes[c] for c in cols])
             order = np.argsort(cols)
             table = np.transpose(table, order).reshape(shape)
             p = p * table
@@ -119,7 +130,7 @@ class MarginalModel:
         out: list[tuple[tuple[int, ...], np.ndarray]] = []
         for step in self.steps:
             cols = step.parents + step.new
-            table = step.cpt.reshape([self.sizes[c] for c in cols])
+            table = step.probs.reshape([self.sizes[c] for c in cols])
             if step.parents:
                 src, p = next((c, m) for c, m in out if set(step.parents) <= set(c))
                 drop = tuple(k for k, c in enumerate(src) if c not in step.parents)
