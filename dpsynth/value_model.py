@@ -142,7 +142,9 @@ FORMAT_GAUSSIAN = "dpsynth-value-model/2"
 SOURCES = (
     "Hay, Rastogi, Miklau & Suciu 2010, 'Boosting the accuracy of differentially private histograms through"
     " consistency' (hierarchical histogram, least-squares consistency); Qardaji, Yang & Li 2013,"
-    " 'Understanding hierarchical methods for differentially private histograms' (branching factor)"
+    " 'Understanding hierarchical methods for differentially private histograms' (branching factor);"
+    " James & Stein 1961 and Efron & Morris 1975, 'Data analysis using Stein's estimator and its"
+    " generalizations' (shrinkage of each level towards its neighbours)"
 )
 SOURCES_GAUSSIAN = SOURCES + ("; Canonne, Kamath & Steinke 2020, 'The discrete Gaussian for differential privacy'"
                               " (noise, ρ-zCDP); Bun & Steinke 2016 (zCDP composition)")
@@ -587,8 +589,10 @@ class ValueModel:
             **noise_part,
             "expansion_threshold": self.threshold,
             "columns": {name: column(t) for name, t in self.trees.items()},
-            "post_processing": "least-squares consistency over the visited tree (two-pass form), then a top-down"
-                               " non-negative split; values drawn from it inside each synthetic row's bin",
+            "post_processing": "least-squares consistency over the visited tree (two-pass form), each level's"
+                               " counts shrunk towards the mean of their neighbours where the noise hides any"
+                               " shape (point masses kept), then a top-down non-negative split; values drawn"
+                               " from it inside each synthetic row's bin",
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -860,8 +864,9 @@ def _measure(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, draw: Calla
 def _frontier(tree: ColumnTree, threshold: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
     """A partition of the leaves into intervals (their first leaves, sorted) and a mass for each.
 
-    Least-squares consistency (two passes) over the visited tree, then the top-down
-    non-negative split of the module docstring; ``sd`` is one node's noise standard deviation.
+    Least-squares consistency (two passes) over the visited tree, each level smoothed (:func:`_smooth`),
+    then the top-down non-negative split of the module docstring; ``sd`` is one node's noise standard
+    deviation.
     """
     g = tree.grid
     h = len(tree.nodes)

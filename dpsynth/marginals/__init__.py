@@ -41,7 +41,9 @@ all in numpy:
 4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
    order (``P(new column | separator)`` per clique), is sampled ancestrally with systematic draws
    inside each separator configuration (counts within one of the model's, as Private-PGM's
-   sampler rounds them), vectorised per clique for all rows (O(rows·log rows × columns)).
+   sampler rounds them), vectorised per clique for all rows (O(rows·log rows × columns)). The
+   released conditional tables are rounded to ``fit.CPT_DECIMALS`` decimals (a smaller model.json)
+   and every row is scaled to sum to 1 where it is used (``Step.probs``, the sampler's CDF).
 
 Guarantees of the stages and how they compose (sensitivities from :mod:`dpsynth.neighbours`):
 
