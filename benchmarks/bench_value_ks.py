@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from dpsynth.release import release  # noqa: E402
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema, load_schema  # noqa: E402
-from dpsynth.value_model import MAX_BRANCHING, ValueModel, fit_value_model, value_columns  # noqa: E402
+from dpsynth.utility import value_model_ks  # noqa: E402
+from dpsynth.value_model import MAX_BRANCHING, fit_value_model, value_columns  # noqa: E402
 
 
 def mixed_table(n: int, seed: int = 1) -> tuple[pd.DataFrame, Schema]:
@@ -113,23 +114,6 @@ def bins_only(real: np.ndarray, syn: np.ndarray, col: NumericColumn, rng: np.ran
     return out
 
 
-def alone_ks(real: np.ndarray, col: NumericColumn, model: ValueModel) -> float:
-    """KS distance between ``real`` values and the value model's distribution inside the real bins (each
-    bin with its exact share of the rows): the error the value model alone adds, computed exactly."""
-    g = model.trees[col.name].grid
-    r = np.sort(np.clip(real[~np.isnan(real)], col.lower, col.upper))
-    lo, _ = g.bin_ranges(col)
-    share = np.bincount(np.clip(np.searchsorted(lo, g.units(r), side="right") - 1, 0, len(lo) - 1),
-                        minlength=len(lo)) / len(r)
-    dist = model.bin_distribution(col.name, col)
-    points = g.values(np.concatenate([k for k, _ in dist]))
-    cdf = np.cumsum(np.concatenate([share[b] * p for b, (_, p) in enumerate(dist)]))
-    at = np.unique(np.concatenate([r, points]))
-    i = np.searchsorted(points, at, side="right") - 1
-    syn = np.where(i >= 0, cdf[np.maximum(i, 0)], 0.0)
-    return float(np.max(np.abs(syn - np.searchsorted(r, at, side="right") / len(r))))
-
-
 def run_alone(name: str, df: pd.DataFrame, schema: Schema, args: argparse.Namespace) -> None:
     """``--alone``: the value model's own KS per branching limit, with the budget a release gives it."""
     cols = value_columns(schema)
@@ -143,7 +127,7 @@ def run_alone(name: str, df: pd.DataFrame, schema: Schema, args: argparse.Namesp
                 model = fit_value_model(df, schema, rng=np.random.default_rng(100 + s), max_branching=b, **budget)
                 for c in cols:
                     if model.trees[c.name].nodes:
-                        per[c.name].append(alone_ks(real[c.name], c, model))
+                        per[c.name].append(value_model_ks(real[c.name], c, model))
             per = {k: v for k, v in per.items() if v}
             text = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in per.items())
             print(f"{name}: ε = {eps:g}, δ = {args.delta:g}, branching ≤ {b}: value model alone, mean KS "

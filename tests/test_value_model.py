@@ -22,6 +22,7 @@ from dpsynth.errors import InputError
 from dpsynth.neighbours import hierarchical_histogram_l1_sensitivity
 from dpsynth.plan import split_value_budget
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
+from dpsynth.utility import value_model_ks
 from dpsynth.value_model import ColumnGrid, ValueModel, fit_value_model, value_columns
 from tests.audit_tools import epsilon_lower_bound
 
@@ -413,23 +414,6 @@ def test_smoothing_shrinks_noise_on_a_smooth_shape_and_keeps_point_masses_and_ed
     np.testing.assert_array_equal(_smooth(truth, nodes, size, 0.0), truth)
 
 
-def _within_bin_ks(df: pd.DataFrame, col: NumericColumn, model: ValueModel) -> float:
-    """KS distance between the real values and the released distribution with the real bin masses
-    (the value model's own error: what it adds inside the bins)."""
-    g = model.trees[col.name].grid
-    real = np.sort(df[col.name].to_numpy(np.float64))
-    lo, _ = g.bin_ranges(col)
-    k = g.units(real)
-    mass = np.bincount(np.clip(np.searchsorted(lo, k, side="right") - 1, 0, len(lo) - 1), minlength=len(lo)) / len(k)
-    dist = model.bin_distribution(col.name, col)
-    points = g.values(np.concatenate([d[0] for d in dist]))
-    cdf = np.cumsum(np.concatenate([mass[b] * d[1] for b, d in enumerate(dist)]))
-    at = np.unique(np.concatenate([real, points]))
-    i = np.searchsorted(points, at, side="right") - 1
-    syn = np.where(i >= 0, cdf[np.maximum(i, 0)], 0.0)
-    return float(np.max(np.abs(syn - np.searchsorted(real, at, side="right") / len(real))))
-
-
 def test_smoothing_lowers_the_ks_of_smooth_columns_at_a_few_thousand_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole value models at 3,000 rows and the ρ_v of an ε = 1 release (δ = 1e-9), 8 seeds: with each
     level smoothed the mean within-bin KS of a bell-shaped and a bimodal column is lower by about a
@@ -446,7 +430,7 @@ def test_smoothing_lowers_the_ks_of_smooth_columns_at_a_few_thousand_rows(monkey
         out = []
         for seed in range(8):
             model = fit_value_model(df, schema, rho=0.00071, rng=np.random.default_rng(100 + seed))
-            out += [_within_bin_ks(df, col, model) for col in schema.columns]
+            out += [value_model_ks(df[col.name].to_numpy(np.float64), col, model) for col in schema.columns]
         return float(np.mean(out))
 
     smoothed = mean_ks()
