@@ -414,6 +414,33 @@ def test_smoothing_shrinks_noise_on_a_smooth_shape_and_keeps_point_masses_and_ed
     np.testing.assert_array_equal(_smooth(truth, nodes, size, 0.0), truth)
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), sd=st.sampled_from([0.0, 1.0, 30.0, 300.0]))
+def test_smoothing_moves_a_count_only_towards_its_neighbours_mean(data: st.DataObject, sd: float) -> None:
+    """Property of :func:`_smooth` on any level (negative noisy counts, gaps between visited nodes,
+    short last nodes): the output is finite; a node without both neighbours visited, or further than
+    SMOOTH_Z standard deviations from its neighbours' mean, keeps its count; any other node moves
+    onto the segment between its count and that mean."""
+    from dpsynth.value_model import SMOOTH_Z, _smooth
+
+    nodes = np.array(sorted(data.draw(st.sets(st.integers(0, 60), min_size=1, max_size=40))), dtype=np.int64)
+    n = len(nodes)
+    x = np.array(data.draw(st.lists(st.floats(-500, 5000), min_size=n, max_size=n)))
+    size = np.array(data.draw(st.lists(st.integers(1, 8), min_size=n, max_size=n)), dtype=np.int64)
+    out = _smooth(x, nodes, size, sd)
+    assert out.shape == x.shape and np.all(np.isfinite(out))
+    for i in range(n):
+        both = 0 < i < n - 1 and nodes[i - 1] == nodes[i] - 1 and nodes[i + 1] == nodes[i] + 1
+        if not both or n < 3:
+            assert out[i] == x[i]
+            continue
+        prior = 0.5 * (x[i - 1] / size[i - 1] + x[i + 1] / size[i + 1]) * size[i]
+        if abs(x[i] - prior) > SMOOTH_Z * sd * np.sqrt(1.5):
+            assert out[i] == x[i]
+        else:
+            assert min(prior, x[i]) - 1e-9 <= out[i] <= max(prior, x[i]) + 1e-9
+
+
 def test_smoothing_lowers_the_ks_of_smooth_columns_at_a_few_thousand_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole value models at 3,000 rows and the ρ_v of an ε = 1 release (δ = 1e-9), 8 seeds: with each
     level smoothed the mean within-bin KS of a bell-shaped and a bimodal column is lower by about a
