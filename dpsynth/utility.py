@@ -19,7 +19,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,9 @@ from dpsynth.humanize import about, count, number, percent
 from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
 from dpsynth.neighbours import Neighbours, bounded_mean_sensitivity, histogram_l1_sensitivity
 from dpsynth.schema import NumericColumn, Schema
+
+if TYPE_CHECKING:
+    from dpsynth.value_model import ValueModel
 
 #: Resolution of the grid the perturbed mean is computed on: (U − L)/GRID per step.
 GRID = 10_000
@@ -134,7 +137,7 @@ def ks_distance(a: np.ndarray, b: np.ndarray, *, is_sorted: bool = False) -> flo
     return float(np.abs(fa - fb).max())
 
 
-def value_model_ks(values: np.ndarray, col: Any, model: Any) -> float:
+def value_model_ks(values: np.ndarray, col: NumericColumn, model: ValueModel) -> float:
     """KS distance between a numeric column's real ``values`` and its released value model
     (:class:`dpsynth.value_model.ValueModel`) inside the real bins, each bin with its exact share of
     the rows: the error the value model alone adds inside the bins, computed exactly (no sampling).

@@ -902,10 +902,10 @@ def _frontier(tree: ColumnTree, threshold: float, sd: float) -> tuple[np.ndarray
     def split(level: int, parent_of: np.ndarray, n_parents: int, parent_x: np.ndarray,
               parent_m: np.ndarray) -> np.ndarray:
         """Masses of the children at ``level`` given their parents' consistent estimates and masses."""
-        xc = _smooth(x[level], tree.nodes[level], _node_sizes(tree.nodes[level], width[level], g.leaves), sd)
+        size = _node_sizes(tree.nodes[level], width[level], g.leaves).astype(np.float64)
+        xc = _smooth(x[level], tree.nodes[level], size, sd)
         sig = y[level] >= threshold
         a = np.where(sig, np.maximum(xc, 0.0), 0.0)
-        size = _node_sizes(tree.nodes[level], width[level], g.leaves).astype(np.float64)
         sum_a = np.bincount(parent_of, weights=a, minlength=n_parents)
         sum_sig_x = np.bincount(parent_of, weights=np.where(sig, xc, 0.0), minlength=n_parents)
         rest_size = np.bincount(parent_of, weights=np.where(sig, 0.0, size), minlength=n_parents)

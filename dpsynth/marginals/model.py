@@ -88,11 +88,9 @@ class MarginalModel:
             g = np.bincount(sp, minlength=configs)
             starts = np.cumsum(g) - g
             u = (np.arange(n) - starts[sp] + rng.random(configs)[sp]) / g[sp]
-            # the released tables are rounded (fit.CPT_DECIMALS): each row's CDF is scaled to end at 1
-            # rather than the last cell taking what the rounding left
-            cdf = np.cumsum(step.cpt, axis=1)
-            total = cdf[:, -1:]
-            cdf /= np.where(total > 0, total, 1.0)
+            # rows scaled to sum to 1 (the released tables are rounded), so the last cell does not
+            # take what the rounding left
+            cdf = np.cumsum(step.probs, axis=1)
             cdf[:, -1] = 1.0
             # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
             keys = (cdf + np.arange(configs, dtype=np.float64)[:, None]).ravel()
