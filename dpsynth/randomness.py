@@ -44,3 +44,26 @@ def fast_rng(seed: int, *key: int) -> np.random.Generator:
     by (seed, chunk index) alone, whatever the order in which threads use them.
     """
     return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def systematic_uniforms(groups: np.ndarray, n_groups: int, *, rng: np.random.Generator) -> np.ndarray:
+    """One point u ∈ [0, 1) per row, spread evenly inside each group of rows (systematic sampling).
+
+    ``groups``: int64 group ids in [0, n_groups) (< 2^31). The g rows of a group are put in
+    uniformly random order and the j-th gets (j + U)/g, with one uniform U per group. Each row's u
+    is still uniform on [0, 1) and independent of anything outside its group, but a group's points
+    cover [0, 1) evenly, so inverting a CDF at them gives counts within one of their expectation
+    (the controlled rounding of Private-PGM's sampler). Draws ``len(groups)`` 32-bit integers,
+    then ``n_groups`` uniforms, from ``rng``.
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    n = len(groups)
+    # The sort key's high bits are the group, its low 32 bits random (integer keys: a float key
+    # k + u could round up into group k + 1).
+    order = np.argsort((groups << 32) | rng.integers(0, 1 << 32, size=n, dtype=np.int64))
+    sg = groups[order]
+    g = np.bincount(sg, minlength=n_groups)
+    starts = np.cumsum(g) - g
+    u = np.empty(n, dtype=np.float64)
+    u[order] = (np.arange(n) - starts[sg] + rng.random(n_groups)[sg]) / np.maximum(g[sg], 1)
+    return u

@@ -93,6 +93,7 @@ from dpsynth.neighbours import (
     hierarchical_histogram_l1_sensitivity,
     histogram_l2_sensitivity_squared,
 )
+from dpsynth.randomness import systematic_uniforms
 from dpsynth.schema import NumericColumn, Schema, grid_ranges
 
 #: Grid points of the automatic grid of a column with neither ``integer`` nor ``decimals``.
@@ -432,22 +433,34 @@ class ValueModel:
         """Grid points k (int64; the value is k·10^-d, :meth:`ColumnGrid.values`) for synthetic rows in ``bin_codes``.
 
         Each row's value is drawn from the released fine distribution restricted to its bin (an
-        inverse CDF over the pieces of the bin, then uniform over the grid points of the piece); a
-        bin holding no released mass gets a uniform grid point of the bin. Codes ≥ bins (missing)
-        get an arbitrary grid point, to be masked by the caller. Post-processing: no privacy cost.
+        inverse CDF over the pieces of the bin, then over the grid points of the piece); a bin
+        holding no released mass gets a uniform grid point of the bin. Codes ≥ bins (missing)
+        get an arbitrary grid point, to be masked by the caller. The rows of a bin invert the CDF
+        at systematic points (:func:`dpsynth.randomness.systematic_uniforms`): each row's value has
+        the model's law inside its bin and is independent of the other columns given the bin, while
+        the bin's values follow the model's shape without the sampling error of i.i.d. draws.
+        Post-processing: no privacy cost.
         """
         comp = self._compile(column, col)
-        c = np.minimum(np.asarray(bin_codes, dtype=np.int64), len(comp["bin_lo"]) - 1)
-        u = rng.random(len(c))
+        codes = np.asarray(bin_codes, dtype=np.int64)
+        bins = len(comp["bin_lo"])
+        c = np.minimum(codes, bins - 1)
+        # missing rows (codes ≥ bins) form their own groups, so a bin's points are not shared with them
+        u = systematic_uniforms(codes, int(codes.max(initial=0)) + 1, rng=rng)
         bin_mass = comp["bin_mass"][c]
         target = comp["bin_start"][c] + u * bin_mass
         piece = np.searchsorted(comp["cum"], target, side="right")
         piece = np.clip(piece, comp["first_piece"][c], comp["last_piece"][c])
         a, b = comp["piece_lo"][piece], comp["piece_hi"][piece]
+        piece_start = np.where(piece > 0, comp["cum"][np.maximum(piece - 1, 0)], 0.0)
+        piece_mass = comp["cum"][piece] - piece_start
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(piece_mass > 0, (target - piece_start) / piece_mass, u)
         empty = ~(bin_mass > 0)
         a = np.where(empty, comp["bin_lo"][c], a)
         b = np.where(empty, comp["bin_hi"][c], b)
-        return rng.integers(a, b + 1)
+        frac = np.where(empty, u, np.clip(frac, 0.0, 1.0))
+        return np.minimum(a + np.floor(frac * (b - a + 1)).astype(np.int64), b)
 
     def _compile(self, column: str, col: NumericColumn | None) -> dict[str, Any]:
         """Per bin, the pieces (frontier ∩ bin) with their masses, cumulated (cached)."""

@@ -185,6 +185,30 @@ def test_a_bin_without_released_mass_is_uniform_on_its_grid() -> None:
     assert np.mean(low == 3) > 0.99
 
 
+def test_values_inside_a_bin_are_rounded_to_the_model_within_one_row() -> None:
+    """Systematic draws inside each bin: every grid point of a bin holds its expected count
+    k·P(value | bin) within one row (i.i.d. draws: off by √(k·P), tens of rows here), missing rows
+    take no share of a bin's points, and one row's value still has the model's law (χ² over seeds)."""
+    rng = np.random.default_rng(11)
+    col = NumericColumn(name="x", lower=0, upper=29, bins=3, integer=True)
+    df = pd.DataFrame({"x": np.minimum(rng.geometric(0.15, 20_000) - 1, 29)})
+    vm = fit_value_model(df, _one(col), epsilon=2.0, rng=np.random.default_rng(1), max_branching=30)
+    dist = vm.bin_distribution("x", col)
+    codes = np.repeat([0, 1, 2, 3], [7_000, 2_500, 501, 900])  # 3: missing, masked by the caller
+    order = np.random.default_rng(3).permutation(codes)
+    k = vm.sample_in_bins("x", order, rng=np.random.default_rng(2), col=col)
+    for b, (grid, p) in enumerate(dist):
+        got = np.bincount(k[order == b] - grid[0], minlength=len(grid))
+        assert np.abs(got - (order == b).sum() * p).max() < 1.0 + 1e-6, b
+    one = np.array([vm.sample_in_bins("x", np.array([0, 0, 3]), rng=np.random.default_rng(s), col=col)[0]
+                    for s in range(4_000)])
+    grid, p = dist[0]
+    expected = 4_000 * p
+    observed = np.bincount(one - grid[0], minlength=len(grid))
+    keep = expected > 5
+    assert stats.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()).pvalue > 1e-4
+
+
 # ------------------------------------------------------------------------- point masses
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpsynth.errors import InputError
+from dpsynth.randomness import systematic_uniforms
 
 FORMAT = "dpsynth.marginals/1"
 
@@ -80,25 +81,18 @@ class MarginalModel:
                                             tuple(self.sizes[p] for p in step.parents))
             else:
                 pidx = np.zeros(n, dtype=np.int64)
-            # Rows grouped by configuration, in random order inside each group: the key's high bits
-            # are the configuration, its low 32 bits random (integer keys: a float key k + u could
-            # round up into configuration k + 1).
-            order = np.argsort((pidx.astype(np.int64) << 32) | rng.integers(0, 1 << 32, size=n, dtype=np.int64))
-            sp = pidx[order]
-            g = np.bincount(sp, minlength=configs)
-            starts = np.cumsum(g) - g
-            u = (np.arange(n) - starts[sp] + rng.random(configs)[sp]) / g[sp]
+            u = systematic_uniforms(pidx, configs, rng=rng)
             # rows scaled to sum to 1 (the released tables are rounded), so the last cell does not
             # take what the rounding left
             cdf = np.cumsum(step.probs, axis=1)
             cdf[:, -1] = 1.0
             # Row p's CDF lives in [p, p+1]; stacking keeps the whole key array sorted.
             keys = (cdf + np.arange(configs, dtype=np.float64)[:, None]).ravel()
-            pos = np.searchsorted(keys, sp + u, side="right") - sp * k
+            pos = np.searchsorted(keys, pidx + u, side="right") - pidx * k
             pos = np.clip(pos, 0, k - 1)
             new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
             for c, v in zip(step.new, new_vals, strict=True):
-                out[order, c] = v
+                out[:, c] = v
         return out
 
     def joint(self, max_cells: int = 2_000_000) -> np.ndarray:
