@@ -168,13 +168,14 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
             steps.insert(1, f"noisy counts below {plan.request.threshold} set to 0")
     else:
         steps = ["noisy total = inverse-variance mean of the measured tables' sums",
-                 "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style)",
+                 "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style; at a"
+                 " high signal-to-noise its first half takes iterative-proportional-fitting steps)",
                  "cells of the synthetic rows drawn ancestrally from the model, one clique at a time, with counts"
                  " rounded under control (each within one of the model's)"]
     if plan.budget.has_values:
         steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
-                     " distribution restricted to the bin; uniform on the bin's grid where it holds no mass); category"
-                     " labels written as they are")
+                     " distribution restricted to the bin; uniform on the bin's grid where it holds no mass), at evenly"
+                     " spread points of the bin's distribution; category labels written as they are")
     else:
         steps.append("values drawn uniformly inside each numeric bin (on the grid of whole numbers or declared decimals"
                      " where the schema has one); category labels written as they are")

@@ -193,6 +193,17 @@ ONE_WAY_MORE_SNR = 30.0
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
+# From this signal-to-noise of a typical pair the final estimation starts with proportional-fitting
+# steps (fit.PRECONDITION). The plain mirror-descent steps move a cell in proportion to its count,
+# so after the planned iterations small cells are still far from their measurements: on Adult at
+# ε = 10 the same release at ε = 10⁴ gave the same 2-/3-way TVD (0.0089 / 0.0256), and 10× the
+# iterations gave 0.0081 / 0.0239. Where the noise dominates, stopping early regularises, and the
+# gain grows with the signal-to-noise. `benchmarks/bench_paired.py --against 2ca557e` (proportional
+# steps from 30 on): Adult ε = 1 (signal-to-noise 19) one seed 0.0185 / 0.0421 against
+# 0.0174 / 0.0399; ε = 2 (about 37, 4 seeds) −0.0001 / −0.0001; ε = 3 (55, 5 seeds)
+# −0.0007 / −0.0011; ε = 10 (165, 5 seeds) −0.0008 / −0.0014; Titanic ε = 10 (35, 20 seeds)
+# +0.0002 / +0.0003.
+PROPORTIONAL_SNR = 50.0
 # How large a model clique the budget buys, by the signal-to-noise of a typical pair measurement:
 # (signal-to-noise at least, most cells of a clique, most columns of a clique). A clean measurement
 # makes a larger clique's fitted table reliable, and larger cliques carry more of the joint
@@ -223,6 +234,7 @@ class Capacity:
     iters_factor: int = 1  # multiplies the mirror-descent iterations
     max_cells: int = CLIQUE_LIMITS[0][1]  # most cells of a model clique
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
+    proportional: bool = False  # the final estimation starts with proportional-fitting steps
 
     @property
     def one_ways_in_fit(self) -> bool:
@@ -234,7 +246,8 @@ class Capacity:
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
                 f" measured{', wide-table path (one round per column)' if self.wide else ''},"
                 f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
-                f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''};"
+                f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''}"
+                f"{', estimation started with proportional-fitting steps' if self.proportional else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
 
@@ -294,7 +307,7 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     cells, cols = clique_limits(snr, wide)
     return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
                     one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1,
-                    max_cells=cells, max_cols=cols)
+                    max_cells=cells, max_cols=cols, proportional=(not wide) and snr >= PROPORTIONAL_SNR)
 
 
 def rounds_and_snr(plan: Plan, sizes: tuple[int, ...], n: float, pairs_budget: float, rounds: int) -> tuple[int, float]:

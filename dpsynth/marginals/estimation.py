@@ -225,8 +225,12 @@ class TreeModel:
     def _tree(self) -> JunctionTree:
         return JunctionTree(self.sizes, self.cliques, self.parent)
 
-    def fit(self, iters: int) -> None:
-        """Mirror descent on all measurements so far (post-processing)."""
+    def fit(self, iters: int, precondition: float = 0.0) -> None:
+        """Mirror descent on all measurements so far (post-processing).
+
+        With ``precondition`` κ > 0 the first half of the iterations take the proportional-fitting
+        steps of :func:`mirror_descent` (a fresh step size), the second half the plain steps.
+        """
         if not self.cliques:
             return
         tree = self._tree()
@@ -237,6 +241,10 @@ class TreeModel:
                      key=lambda i: self._cells(self.cliques[i]), default=-1)
             if ci >= 0:  # one-ways of columns not yet in the model wait until they join
                 obs.append((ci, tuple(self.cliques[ci].index(c) for c in m), y, var))
+        if iters > 0 and precondition > 0:
+            first = iters // 2
+            self.theta, _ = mirror_descent(tree, self.theta, obs, self.total, first, None, precondition=precondition)
+            iters -= first
         if iters > 0:
             self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta)
         self.mu = tree.marginals(self.theta, self.total)
@@ -391,11 +399,18 @@ class JunctionTree:
 
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
                     total: float, iters: int, eta: float | None = None,
-                    dtype: type = np.float32) -> tuple[list[np.ndarray], float]:
+                    dtype: type = np.float32, precondition: float = 0.0) -> tuple[list[np.ndarray], float]:
     """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
     mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
     Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
     counts, noise variance). Returns the potentials and the last step size.
+
+    With ``precondition`` κ > 0 each observation's residual t − y is divided by (t⁺ + κ·σ) instead
+    of multiplied by 2/Var: to first order the step of iterative proportional fitting,
+    log(y/t) ≈ (y − t)/t (Deming & Stephan 1940), which moves a small cell as fast as a large one
+    where the plain step moves it in proportion to its count, while κ·σ keeps cells at the noise
+    level from taking large steps. The step size starts at 1 (a full fitting step) and a step is
+    still kept only if it lowers the same loss.
 
     Potentials and clique tables are held in ``dtype``: single precision by default, which
     halves the memory traffic of every inference pass (the fit's whole cost) and leaves the
@@ -443,11 +458,18 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
             t = sum_to(mu[ci], keep).astype(np.float64)
             r = t - y
             loss += float(np.vdot(r, r)) / var
-            r *= 2.0 / var
+            if precondition:
+                r /= np.maximum(t, 0.0) + precondition * math.sqrt(var)
+            else:
+                r *= 2.0 / var
             for pos, dshape, dy, dvar in deps:
-                dr = sum_to(t, pos) - dy
+                td = sum_to(t, pos)
+                dr = td - dy
                 loss += float(np.vdot(dr, dr)) / dvar
-                r += (2.0 / dvar) * dr.reshape(dshape)
+                if precondition:
+                    r += (dr / (np.maximum(td, 0.0) + precondition * math.sqrt(dvar))).reshape(dshape)
+                else:
+                    r += (2.0 / dvar) * dr.reshape(dshape)
             g = r.reshape(bshape).astype(dtype)
             grads[ci] = g if grads[ci] is None else grads[ci] + g
         return loss, grads
@@ -458,6 +480,8 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
     theta = [np.asarray(t, dtype=dtype) for t in theta]
     mu = tree.marginals(theta, total, dtype)
     loss, grads = loss_grad(mu)
+    if precondition and eta is None:
+        eta = 1.0
     if eta is None:
         # A first step that moves log-potentials by about 1 where the gradient is largest.
         gmax = max((float(np.abs(g).max()) for g in grads if g is not None), default=1.0)
