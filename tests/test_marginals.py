@@ -189,7 +189,7 @@ def test_capacity_grows_with_the_signal_to_noise() -> None:
     assert (mid.max_cells, mid.max_cols) == CLIQUE_LIMITS[1][1:]
     assert (high.max_cells, high.max_cols) == CLIQUE_LIMITS[2][1:]
     assert high.iters_factor == 2 and mid.iters_factor == 1
-    assert "at most 7 columns and 500,000 cells" in high.describe()
+    assert "at most 7 columns and 1,000,000 cells" in high.describe()
     assert all(c.proportional == (c.snr >= marginals_budget.PROPORTIONAL_SNR) for c in caps)
     assert high.proportional and not low.proportional
     assert "proportional-fitting" in high.describe() and "proportional-fitting" not in low.describe()
