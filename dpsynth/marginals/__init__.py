@@ -75,8 +75,9 @@ signal-to-noise of a typical pair measurement (noisy total ÷ its expected L1 no
 measurements); from 10, three-way measurements are offered and cliques may hold 7 columns and
 500,000 cells (5 and 100,000 below); from 50 (``PROPORTIONAL_SNR``), the final estimation starts
 with proportional-fitting steps, so small cells reach their measurements too; from 100, the
-mirror-descent iterations double and cliques may hold 1,000,000 cells (the fit, not the noise,
-then limits the model) (``CLIQUE_LIMITS``).
+mirror-descent iterations of each round double and cliques may hold 1,000,000 cells (the fit, not
+the noise, then limits the model) (``CLIQUE_LIMITS``); with proportional steps the final estimation
+runs 4/3 × ``ESTIMATION_ITERS`` iterations, half of them proportional.
 Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy

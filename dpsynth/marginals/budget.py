@@ -235,7 +235,7 @@ class Capacity:
     one_way_extra: float  # share of the total spent on a second measurement of every one-way
     select_share: float
     snr: float  # noisy total ÷ expected L1 noise of a typical pair measurement
-    iters_factor: int = 1  # multiplies the mirror-descent iterations
+    iters_factor: int = 1  # multiplies the mirror-descent iterations (each round's; the final ones unless proportional)
     max_cells: int = CLIQUE_LIMITS[0][1]  # most cells of a model clique
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
     proportional: bool = False  # the final estimation starts with proportional-fitting steps
@@ -250,7 +250,7 @@ class Capacity:
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
                 f" measured{', wide-table path (one round per column)' if self.wide else ''},"
                 f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
-                f"{f', {self.iters_factor}× estimation iterations' if self.iters_factor > 1 else ''}"
+                f"{f', {self.iters_factor}× fitting iterations per round' if self.iters_factor > 1 else ''}"
                 f"{', estimation started with proportional-fitting steps' if self.proportional else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
