@@ -46,24 +46,69 @@ def fast_rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
-def systematic_uniforms(groups: np.ndarray, n_groups: int, *, rng: np.random.Generator) -> np.ndarray:
+#: The golden-ratio conjugate: the points frac(j·φ) of consecutive j are spread evenly (Weyl 1916).
+_PHI = (5 ** 0.5 - 1) / 2
+
+
+def _weyl_ranks(g: np.ndarray, group: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """For each row (its group and 0 ≤ j < g[group]), the rank of frac(j·φ) among frac(0·φ), …,
+    frac((g − 1)·φ): per group size a permutation of 0 … g − 1 whose consecutive values are spread
+    evenly. One table per distinct size; their lengths add up to at most the number of rows."""
+    sizes, which = np.unique(np.maximum(g, 1), return_inverse=True)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    table = np.empty(int(sizes.sum()), dtype=np.int64)
+    for start, m in zip(starts.tolist(), sizes.tolist(), strict=True):
+        r = np.empty(m, dtype=np.int64)
+        r[np.argsort((np.arange(m) * _PHI) % 1.0, kind="stable")] = np.arange(m)
+        table[start:start + m] = r
+    return table[starts[which][group] + j]
+
+
+def systematic_uniforms(groups: np.ndarray, n_groups: int, *, rng: np.random.Generator,
+                        strata: np.ndarray | None = None) -> np.ndarray:
     """One point u ∈ [0, 1) per row, spread evenly inside each group of rows (systematic sampling).
 
-    ``groups``: int64 group ids in [0, n_groups) (< 2^31). The g rows of a group are put in
-    uniformly random order and the j-th gets (j + U)/g, with one uniform U per group. Each row's u
-    is still uniform on [0, 1) and independent of anything outside its group, but a group's points
-    cover [0, 1) evenly, so inverting a CDF at them gives counts within one of their expectation
-    (the controlled rounding of Private-PGM's sampler). Draws ``len(groups)`` 32-bit integers,
-    then ``n_groups`` uniforms, from ``rng``.
+    ``groups``: int64 group ids in [0, n_groups) (< 2^31). The g rows of a group get the points
+    (σ_j + U)/g, j = 0 … g − 1, with one uniform U per group, so inverting a CDF at them gives
+    counts within one of their expectation (the controlled rounding of Private-PGM's sampler).
+    Without ``strata`` the rows of a group are put in uniformly random order and σ_j = j.
+
+    ``strata`` (int64 in [0, 2^20), one per row; used while n_groups < 2^23) spreads each group's
+    points over the strata too: the group's rows are ordered by stratum (ties in random order)
+    and cyclically shifted by a uniform random offset, and the j-th gets the rank σ_j of frac(j·φ)
+    among the group's g Weyl points (:func:`_weyl_ranks`). Any run of consecutive rows — one
+    stratum's rows — then gets points spread over [0, 1), so the counts inside each stratum also
+    come near their expectation. The offset makes each row's rank uniform on 0 … g − 1 whatever
+    its stratum, so each row's u is still uniform on [0, 1) and independent of its stratum.
+    Callers relabel strata at random, so no stratum is systematically first.
     """
+    order, _, u = systematic_points(groups, n_groups, rng=rng, strata=strata)
+    out = np.empty(len(u), dtype=np.float64)
+    out[order] = u
+    return out
+
+
+def systematic_points(groups: np.ndarray, n_groups: int, *, rng: np.random.Generator,
+                      strata: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`systematic_uniforms` in the rows' grouped order: (order, groups[order], u[order]),
+    the same draws. Inverting CDFs in this order reads each group's CDF in one run (cache-friendly)."""
     groups = np.asarray(groups, dtype=np.int64)
     n = len(groups)
-    # The sort key's high bits are the group, its low 32 bits random (integer keys: a float key
-    # k + u could round up into group k + 1).
-    order = np.argsort((groups << 32) | rng.integers(0, 1 << 32, size=n, dtype=np.int64))
+    if n_groups >= 1 << 23:  # the composite sort key below holds groups in 23 bits
+        strata = None
+    if strata is None:
+        # The sort key's high bits are the group, its low 32 bits random (integer keys: a float key
+        # k + u could round up into group k + 1).
+        order = np.argsort((groups << 32) | rng.integers(0, 1 << 32, size=n, dtype=np.int64))
+    else:
+        key = (groups << 40) | (np.asarray(strata, dtype=np.int64) << 20) | rng.integers(0, 1 << 20, size=n, dtype=np.int64)
+        order = np.argsort(key)
     sg = groups[order]
     g = np.bincount(sg, minlength=n_groups)
     starts = np.cumsum(g) - g
-    u = np.empty(n, dtype=np.float64)
-    u[order] = (np.arange(n) - starts[sg] + rng.random(n_groups)[sg]) / np.maximum(g[sg], 1)
-    return u
+    rank = np.arange(n) - starts[sg]
+    gs = np.maximum(g[sg], 1)
+    if strata is not None:
+        shift = rng.integers(0, 1 << 62, size=n_groups, dtype=np.int64)[sg] % gs
+        rank = _weyl_ranks(g, sg, (rank + shift) % gs)
+    return order, sg, (rank + rng.random(n_groups)[sg]) / gs

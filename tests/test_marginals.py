@@ -111,6 +111,37 @@ def test_sampler_rounds_counts_within_one() -> None:
         assert np.abs(counts - g * step.cpt).max() < 1.0 + 1e-6, step.new
 
 
+def test_stratified_systematic_points_spread_over_strata_and_stay_uniform_per_row() -> None:
+    """systematic_uniforms with strata: a group's points are still exactly (k + U)/g (counts within
+    one), each stratum's points are spread over [0, 1) (far closer to its share than random order
+    gives), and each row's point is uniform whatever its stratum — also the row sorted first."""
+    from dpsynth.randomness import systematic_uniforms
+
+    sizes = [100, 200, 300, 400]
+    strata = np.repeat(np.arange(4), sizes)
+    groups = np.zeros(len(strata), dtype=np.int64)
+    cuts = np.linspace(0.05, 0.95, 19)
+
+    def worst(u: np.ndarray) -> float:
+        return max(abs(float(np.sum(u[strata == s] < c)) - c * sizes[s]) for s in range(4) for c in cuts)
+
+    spread, plain = [], []
+    for seed in range(20):
+        u = systematic_uniforms(groups, 1, rng=np.random.default_rng(seed), strata=strata)
+        k = np.sort(u) * 1000
+        assert np.allclose(k - np.floor(k), (k - np.floor(k))[0]) and np.array_equal(np.floor(k), np.arange(1000))
+        spread.append(worst(u))
+        plain.append(worst(systematic_uniforms(groups, 1, rng=np.random.default_rng(seed))))
+    assert max(spread) <= 4 and np.mean(plain) > 3 * np.mean(spread)
+    # Uniform per row: the row of the smallest stratum in a group of three, and one of the others.
+    small = np.array([0, 1, 1])
+    draws = np.array([systematic_uniforms(np.zeros(3, dtype=np.int64), 1, rng=np.random.default_rng(s), strata=small)
+                      for s in range(3000)])
+    for row in (0, 2):
+        assert stats.kstest(draws[:, row], "uniform").pvalue > 1e-3, row
+        assert stats.chisquare(np.bincount((draws[:, row] * 3).astype(int), minlength=3)).pvalue > 1e-3
+
+
 def test_model_recovers_data_at_huge_epsilon(chain_model) -> None:
     """At ε = 10⁶ the model's pair marginals equal the data's up to sampling-free rounding."""
     model, codes, sizes = chain_model
