@@ -77,9 +77,10 @@ class MarginalModel:
         if n < 0:
             raise InputError(f"The number of rows to sample must be ≥ 0, got {n_rows!r}.")
         d = len(self.sizes)
-        out = np.zeros((n, d), dtype=np.int64)
+        # column-major while sampling: each factor reads and writes whole columns
+        out = np.zeros((n, d), dtype=np.int64, order="F")
         if n == 0:
-            return out
+            return np.ascontiguousarray(out)
         drawn: list[int] = []
         for step in self.steps:
             configs, k = step.cpt.shape
@@ -101,7 +102,7 @@ class MarginalModel:
             new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
             for c, v in zip(step.new, new_vals, strict=True):
                 out[order, c] = v
-        return out
+        return np.ascontiguousarray(out)
 
     def _strata(self, out: np.ndarray, step: Step, drawn: list[int], rng: np.random.Generator) -> np.ndarray | None:
         """Strata for a factor's systematic draws: the columns drawn so far outside its parents, in
