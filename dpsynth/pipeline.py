@@ -367,7 +367,13 @@ def _write(rel: Any, outputs: Outputs, say: Progress) -> None:
 
     paths = outputs.paths()
     if "synthetic" in paths:
-        rel.write_synthetic(paths["synthetic"], progress=say)
+        csv = paths["synthetic"].suffix.lower() not in {".parquet", ".pq"}
+        if csv and ("zip" in paths or outputs.folder is not None):
+            # The zip or the folder holds these same bytes: draw the rows once, for both.
+            say(0.0, "Writing the synthetic rows")
+            _atomic_write(paths["synthetic"], rel.synthetic_bytes())
+        else:
+            rel.write_synthetic(paths["synthetic"], progress=say)
     if "tables" in paths:
         tables = rel.table_files()
         name = "histogram.csv" if "histogram.csv" in tables else "marginals.csv"

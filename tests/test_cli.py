@@ -129,6 +129,29 @@ def test_marginals_release_and_resample_from_model(files):
     assert len(r) == 321 and r["age"].between(0, 100).all()
 
 
+def test_out_and_zip_out_draw_the_synthetic_rows_once(files, monkeypatch):
+    """--out with --zip-out: the rows are drawn once and the zip holds the file's very bytes."""
+    import zipfile
+
+    from dpsynth.release import Release
+
+    drawn = []
+    real = Release.sampler
+
+    def sampler(self, *args, **kwargs):
+        drawn.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Release, "sampler", sampler)
+    tmp, data, schema = files
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--method", "marginals",
+                 "--out", str(tmp / "s.csv"), "--zip-out", str(tmp / "r.zip"), "--ledger", str(tmp / "l.sqlite"),
+                 "--seed", "3"]) == 0
+    with zipfile.ZipFile(tmp / "r.zip") as z:
+        assert z.read("synthetic.csv") == (tmp / "s.csv").read_bytes()
+    assert len(drawn) == 1
+
+
 def test_out_of_memory_is_one_line_not_a_traceback(files, capsys, monkeypatch):
     """An allocation failure while writing (e.g. under ulimit -v) exits 2 with one line saying the spend stays."""
     import pyarrow as pa
