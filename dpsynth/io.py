@@ -27,6 +27,8 @@ from dpsynth.errors import InputError
 
 MAX_BYTES = 200 * 1024 * 1024
 MAX_ROWS = 2_000_000
+#: File names read and written as Parquet (every other name is CSV-like).
+PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 MAX_COLUMNS = 500
 MAX_CELL_CHARS = 10_000
 MAX_XLSX_RATIO = 100
@@ -78,7 +80,7 @@ def read_table(source: str | Path | bytes, name: str | None = None, *, limits: L
     if data[:3] == b"BZh" or data[:6] == b"\xfd7zXZ\x00" or data[:4] == b"\x28\xb5\x2f\xfd":
         raise InputError(f"{name} is compressed (bzip2, xz or zstd); decompress it and upload the plain file.")
     header: list[str] | None = None
-    if suffix in {".parquet", ".pq"}:
+    if suffix in PARQUET_SUFFIXES:
         df = _read_parquet(data, name, limits)
     elif suffix in {".xlsx", ".xlsm"}:
         df, header = _read_excel(data, name, limits)

@@ -36,6 +36,7 @@ from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.binning import encode
 from dpsynth.errors import DPSynthError, InputError
+from dpsynth.io import PARQUET_SUFFIXES
 from dpsynth.neighbours import bound_contributions
 from dpsynth.plan import ReleasePlan, ReleaseRequest, check_plan, make_plan
 from dpsynth.randomness import post_processing_seed
@@ -367,7 +368,7 @@ def _write(rel: Any, outputs: Outputs, say: Progress) -> None:
 
     paths = outputs.paths()
     if "synthetic" in paths:
-        csv = paths["synthetic"].suffix.lower() not in {".parquet", ".pq"}
+        csv = paths["synthetic"].suffix.lower() not in PARQUET_SUFFIXES
         if csv and ("zip" in paths or outputs.folder is not None):
             # The zip or the folder holds these same bytes: draw the rows once, for both.
             say(0.0, "Writing the synthetic rows")

@@ -9,7 +9,9 @@ always with a fixed number of draws, so the generator's later state never depend
 - :func:`post_processing_seed` and :func:`fast_rng`: the seed of all post-processing (synthetic
   rows) and the fast SFC64 stream of each chunk under it. Post-processing depends on the data
   only through released values, so its randomness needs no cryptographic strength; a secure
-  release's rows still cannot be predicted without its key.
+  release's rows still cannot be predicted without its key;
+- :func:`systematic_points` / :func:`systematic_uniforms`: the evenly spread points at which the
+  synthetic rows invert a model's CDFs (controlled rounding, post-processing).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from dpsynth.binning import draw_numeric, unravel
 from dpsynth.engines import address_space_limit
-from dpsynth.io import escape_cell
+from dpsynth.io import PARQUET_SUFFIXES, escape_cell
 from dpsynth.randomness import CHUNK_KEY, fast_rng, post_processing_seed
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 from dpsynth.synthesis import CHUNK_ROWS, RowSampler
@@ -174,7 +174,7 @@ def write_synthetic_csv(
     """
     report = progress or (lambda _f, _m: None)
     if parquet is None:
-        parquet = not hasattr(path, "write") and Path(path).suffix.lower() in {".parquet", ".pq"}
+        parquet = not hasattr(path, "write") and Path(path).suffix.lower() in PARQUET_SUFFIXES
     if address_space_limit() is not None:
         # Arrow's default allocator (jemalloc/mimalloc) reserves large virtual regions up front,
         # which fails under ulimit -v / RLIMIT_AS; plain malloc does not.

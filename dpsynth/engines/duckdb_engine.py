@@ -25,9 +25,9 @@ from dpsynth.engines import sql as S
 from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
+from dpsynth.io import PARQUET_SUFFIXES
 from dpsynth.schema import Schema
 
-_PARQUET = {".parquet", ".pq"}
 _FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
 
 
@@ -42,7 +42,7 @@ def source_sql(path: str | Path) -> str:
     if p.is_dir():
         return f"read_parquet({S.quote_str(str(p / '*.parquet'), 'duckdb')})"
     lit = S.quote_str(str(p), "duckdb")
-    if p.suffix.lower() in _PARQUET:
+    if p.suffix.lower() in PARQUET_SUFFIXES:
         return f"read_parquet({lit})"
     sep = _sniff_delimiter(p)
     return (
@@ -161,7 +161,7 @@ def _plain_number_bytes(path: Path) -> bool:
     Then no cell can be one of the two number forms DuckDB parses and pandas refuses
     (``1_000``, ``+-1``), and the count skips that per-row test. Parquet, directories and globs: False.
     """
-    if path.suffix.lower() in _PARQUET or not path.is_file():
+    if path.suffix.lower() in PARQUET_SUFFIXES or not path.is_file():
         return False
     try:
         with open(path, "rb") as fh:

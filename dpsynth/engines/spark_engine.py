@@ -20,6 +20,7 @@ from dpsynth.engines import sql as S
 from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
+from dpsynth.io import PARQUET_SUFFIXES
 from dpsynth.schema import Schema
 
 
@@ -68,7 +69,7 @@ class SparkEngine(Engine):
             p = Path(source)
             if "*" not in p.name and not p.exists():
                 raise InputError(f"File {str(source)!r} does not exist.")
-            if p.is_dir() or p.suffix.lower() in {".parquet", ".pq"}:
+            if p.is_dir() or p.suffix.lower() in PARQUET_SUFFIXES:
                 return self.spark.read.parquet(str(p))
             return self.spark.read.csv(str(p), header=True, inferSchema=False, mode="FAILFAST", escape="\"", multiLine=True)
         raise InputError(f"The Spark engine counts a file or a DataFrame, not a {type(source).__name__}.")

@@ -44,8 +44,8 @@ ESTIMATION_ITERS = 300
 # 0.0257); κ = 0.2 gave 0.0259.
 PRECONDITION = 10.0
 # With proportional steps the final estimation converges sooner: 4/3 × ESTIMATION_ITERS iterations
-# (half of them proportional) whatever the capacity's iters_factor. Paired Adult releases
-# (/tmp/paired_tvd.py, 3–4 seeds): at ε = 10, 400 instead of 600 iterations gave the same TVD
+# (half of them proportional) whatever the capacity's iters_factor. Paired whole Adult releases
+# (seeds 2000–2003, the constant set in one process): at ε = 10, 400 instead of 600 iterations gave the same TVD
 # (−0.0000 / −0.0000) in 10.2 s instead of 12.7 s (300: +0.0001 / +0.0001 in 8.8 s); at ε = 3,
 # 400 instead of 300 gave −0.0000 / −0.0001.
 PROPORTIONAL_ITERS_FACTOR = 4 / 3
