@@ -45,10 +45,12 @@ def _table(n: int, seed: int = 0) -> tuple[np.ndarray, tuple[int, ...]]:
 
 @pytest.fixture(scope="module")
 def chain_model() -> tuple[MarginalModel, np.ndarray, tuple[int, ...]]:
-    """A chain fitted at ε = 10⁶ with one round per column, so some pairs are never measured."""
+    """A chain fitted at ε = 10⁶ with one round per column and no pair factors, so some pairs are
+    never measured."""
     codes, sizes = _chain(20_000, np.random.default_rng(1))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
+        mp.setattr(marginals_budget, "PAIR_FACTOR_TIERS", ())
         model = fit_marginal_model(codes, sizes, epsilon=1e6, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(2))
     return model, codes, sizes
@@ -196,7 +198,7 @@ def test_budget_bookkeeping_zcdp() -> None:
                              for per_column in (marginals_fit.ROUNDS_PER_COLUMN, marginals_budget.LOW_SNR_ROUNDS_PER_COLUMN)}
     installments = 2 if cap["one_way_extra_share"] > 0 else 1
     assert sum(len(c) == 1 for c, _ in m.measurements) == installments * len(sizes)
-    assert len(m.measurements) <= installments * len(sizes) + cap["rounds"]
+    assert len(m.measurements) <= installments * len(sizes) + cap["rounds"] + cap["pair_factors"]
 
 
 def test_capacity_grows_with_the_signal_to_noise() -> None:

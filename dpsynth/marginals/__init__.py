@@ -38,7 +38,14 @@ all in numpy:
    sums of all measured tables. The fit holds the columns fewest cells first (``fit.layout``, from
    the public sizes), so each clique table's contiguous last axis is its largest column (numpy's
    inner loops run along it); the returned model names the table's columns in their order.
-4. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
+4. **Pair factors** (``budget.PAIR_FACTOR_TIERS`` rounds, from a signal-to-noise of 10): rounds
+   after the tree's that select (exponential mechanism, the same score against the model's table
+   read off a working sample of it) and measure pairs of columns that no clique holds — the cell
+   caps keep e.g. Adult's age and hours worked apart — and turn each into log-linear terms that
+   redraw one column of the sampled rows through a maximal coupling, keeping the other tables the
+   model holds with it (:mod:`~dpsynth.marginals.pair_factors`). They take the budget of as many
+   rounds; when fewer pairs lie outside the cliques, the spare rounds go to the tree.
+5. **Sampling** (post-processing): the fitted model, written as a Bayesian network in clique
    order (``P(new column | separator)`` per clique), is sampled ancestrally with systematic draws
    inside each separator configuration (counts within one of the model's, as Private-PGM's
    sampler rounds them), vectorised per clique for all rows (O(rows·log rows × columns)). The
@@ -59,6 +66,9 @@ estimation, sampling   post-processing (free)               post-processing (fre
 composition            adaptive: ρ adds [BS16, Lemma 2.3];  adaptive basic composition: ε adds
                        total ρ → (ε, δ) by [CKS20, Cor. 13]
 =====================  ==================================  =================================
+
+A pair factor's round is a round like the tree's (one selection, one measurement); fitting the
+factor and applying it to the rows are post-processing.
 
 Budget: ``ONE_WAY_SHARE`` and ``SELECT_SHARE`` of the total (ρ or ε) go to the one-ways and the
 selections (split evenly over the rounds); the rest goes to the round measurements, each round
@@ -92,7 +102,8 @@ Caveat: the exponential mechanism's probabilities are computed in floating point
 Modules: :mod:`~dpsynth.marginals.model` (the released model, sampling, JSON),
 :mod:`~dpsynth.marginals.budget` (shares, allocation, the mechanism of each measurement, the
 card's stages), :mod:`~dpsynth.marginals.estimation` (junction tree, mirror descent,
-projections; post-processing only) and :mod:`~dpsynth.marginals.fit` (the rounds and
+projections; post-processing only), :mod:`~dpsynth.marginals.pair_factors` (pair factors:
+fitting and applying them; post-processing only) and :mod:`~dpsynth.marginals.fit` (the rounds and
 :func:`fit_marginal_model`, the only code that reads the data).
 """
 

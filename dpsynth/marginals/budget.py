@@ -219,6 +219,16 @@ PROPORTIONAL_SNR = 50.0
 # more, nor did 2,000,000 cells (29 s). At ε = 3 (signal-to-noise 55) 1,000,000 cells gained only
 # −0.0002 / −0.0006 for 1.2 s more, so that tier keeps 500,000.
 CLIQUE_LIMITS = ((0.0, 100_000, 5), (TRIPLES_SNR, 500_000, 7), (MORE_ITERS_SNR, 1_000_000, 7))
+# Pair factors (dpsynth.marginals.pair_factors) per column, by the signal-to-noise of a typical pair:
+# (signal-to-noise at least, factors per column); rounds after the tree's that measure pairs no clique
+# holds, each with the budget of one round. Paired whole releases against none
+# (benchmarks/bench_paired.py --against 5bc6ab2, 6 seeds on Adult, 20 on Titanic), 2-/3-way TVD:
+# Adult ε = 1 (signal-to-noise 19, 5 factors) −0.0005 / −0.0020, ε = 3 (55, 10) −0.0011 / −0.0029,
+# ε = 10 (165, 15) −0.0009 / −0.0028; Titanic ε = 10 (35, 3) −0.0003 / −0.0017. Below 15 noisy pairs
+# cost more than they mend: Titanic ε = 3 (11.3) +0.0012 / +0.0016 with factors from 10 on; at ε = 5
+# (18.3) −0.0009 ± 0.0005 / −0.0004 ± 0.0008 without them (within the noise). At ε = 1 on Adult, 10
+# factors rather than 5 gave +0.0005 / +0.0008 (4 seeds).
+PAIR_FACTOR_TIERS = ((15.0, 1.0 / 3.0), (PROPORTIONAL_SNR, 2.0 / 3.0), (MORE_ITERS_SNR, 1.0))
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,7 @@ class Capacity:
     max_cells: int = CLIQUE_LIMITS[0][1]  # most cells of a model clique
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
     proportional: bool = False  # the final estimation starts with proportional-fitting steps
+    pair_factors: int = 0  # rounds after the tree's for pairs no clique holds
 
     @property
     def one_ways_in_fit(self) -> bool:
@@ -251,7 +262,8 @@ class Capacity:
                 f" measured{', wide-table path (one round per column)' if self.wide else ''},"
                 f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
                 f"{f', {self.iters_factor}× fitting iterations per round' if self.iters_factor > 1 else ''}"
-                f"{', estimation started with proportional-fitting steps' if self.proportional else ''};"
+                f"{', estimation started with proportional-fitting steps' if self.proportional else ''}"
+                f"{f', up to {self.pair_factors} pairs outside the cliques as sampling factors' if self.pair_factors else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
 
@@ -309,9 +321,12 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     if snr < MIN_PAIR_SNR:
         return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
     cells, cols = clique_limits(snr, wide)
+    per_column = [f for t, f in PAIR_FACTOR_TIERS if snr >= t]
+    factors = 0 if wide or d < 3 or not per_column else round(per_column[-1] * d)
     return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
                     one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1,
-                    max_cells=cells, max_cols=cols, proportional=(not wide) and snr >= PROPORTIONAL_SNR)
+                    max_cells=cells, max_cols=cols, proportional=(not wide) and snr >= PROPORTIONAL_SNR,
+                    pair_factors=factors)
 
 
 def rounds_and_snr(plan: Plan, sizes: tuple[int, ...], n: float, pairs_budget: float, rounds: int) -> tuple[int, float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,17 @@ from dpsynth.marginals.budget import (
 )
 from dpsynth.marginals.estimation import Candidate, TreeModel, project_simplex
 from dpsynth.marginals.model import MarginalModel, Step
+from dpsynth.marginals.pair_factors import (
+    PairFactor,
+    conditional_logits,
+    config_index,
+    coupled_values,
+    fit_factor,
+    target_table,
+)
 from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism
 from dpsynth.neighbours import Neighbours
+from dpsynth.randomness import fast_rng, post_processing_seed
 
 # Weight of the expected-noise term in the selection score (AIM uses 1; the estimation removes
 # much of the noise in empty cells, so the raw expectation overstates it).
@@ -66,6 +76,11 @@ ROUND_ITERS = 12
 #: rounded to 7 decimals it is 12.5 MB (0.3 s, 0.6 s) and samples the same law to within 5e-8 per
 #: cell (probabilities below that become 0: under 0.003 expected rows in a table of 50,000).
 CPT_DECIMALS = 7
+#: Rows of the working sample on which pair factors are scored and fitted (at most; the noisy total
+#: below that).
+FACTOR_WORK_ROWS = 1 << 16
+#: Stream key of the working sample's generator under a seed drawn from the release's generator.
+FACTOR_KEY = 3
 
 Progress = Callable[[float, str], None]
 
@@ -212,9 +227,12 @@ def _to_original(model: MarginalModel, sizes: tuple[int, ...], order: tuple[int,
         listed[b:b + d] = sorted(listed[b:b + d], key=lambda i: measurements[i][0])
     params = dict(model.params)
     params["cliques"] = [list(_relabel(tuple(c), order)[0]) for c in params.get("cliques", [])]
+    factors = tuple(PairFactor(order[f.given], order[f.col], f.log_phi,
+                               tuple((tuple(order[c] for c in cols), lam) for cols, lam in f.kept))
+                    for f in model.factors)
     return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=model.noisy_total,
                          measurements=[measurements[i] for i in listed], noise=[model.noise[i] for i in listed],
-                         stages=model.stages, params=params)
+                         stages=model.stages, params=params, factors=factors)
 
 
 def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, eps: float, dlt: float,
@@ -286,64 +304,102 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
 
     gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total, cap.max_cells) if cap.wide and cap.rounds else None
     rounds_total = cap.rounds
-    sel_left, meas_left = budget_sel, budget_meas
+    # The pair-factor rounds (after the tree's) take their share of the selection and measurement
+    # budgets as rounds of their own.
+    factor_share = cap.pair_factors / (rounds_total + cap.pair_factors) if cap.pair_factors else 0.0
+    sel_left, meas_left = budget_sel * (1.0 - factor_share), budget_meas * (1.0 - factor_share)
     sel_spent = meas_spent = 0.0
     sel_eps_used: list[float] = []
     meas_mechs: list[Measurement] = []
     round_weights: list[float] = []
-    for t in range(rounds_total):
-        rounds_left = rounds_total - t
-        report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
-        round_sel = sel_left / rounds_left
-        cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
-        if not cands:  # nothing left to measure within the size caps; the rest stays unspent
-            break
-        scores = np.empty(len(cands))
-        # By cells: the measurement this round would buy, hence its expected noise, depends on the size only.
-        planned: dict[int, Measurement] = {}
-        for i, cand in enumerate(cands):
-            if cand.kind == "alone":
-                scores[i] = 0.0
-                continue
-            cells = math.prod(sizes[c] for c in cand.measure)
-            if cells not in planned:
-                planned[cells] = plan.preview(allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER,
-                                                       round_weights))
-            if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
-                gap = float(gap_vs_independent[cand.measure])
+    factor_rounds, first, exhausted = cap.pair_factors, 0, False
+    while True:
+        for t in range(first, rounds_total):
+            rounds_left = rounds_total - t
+            report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
+            round_sel = sel_left / rounds_left
+            cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
+            if not cands:  # nothing left to measure within the size caps; the rest stays unspent
+                exhausted = True
+                break
+            scores = np.empty(len(cands))
+            # By cells: the measurement this round would buy, hence its expected noise, depends on the size only.
+            planned: dict[int, Measurement] = {}
+            for i, cand in enumerate(cands):
+                if cand.kind == "alone":
+                    scores[i] = 0.0
+                    continue
+                cells = math.prod(sizes[c] for c in cand.measure)
+                if cells not in planned:
+                    planned[cells] = plan.preview(allocate(meas_left, rounds_left, cells ** _budget.ALLOC_POWER,
+                                                           round_weights))
+                if gap_vs_independent is not None:  # wide path: both kinds are pairs scored vs independence
+                    gap = float(gap_vs_independent[cand.measure])
+                else:
+                    est = model.estimate(cand)
+                    gap = float(np.abs(real(cand.measure) - est).sum())
+                    if cand.kind == "again":
+                        gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
+                scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
+            sel_left -= round_sel
+            if len(cands) == 1:
+                cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
             else:
-                est = model.estimate(cand)
-                gap = float(np.abs(real(cand.measure) - est).sum())
-                if cand.kind == "again":
-                    gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
-            scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
-        sel_left -= round_sel
-        if len(cands) == 1:
-            cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
-        else:
-            sel_eps = plan.selection_epsilon(round_sel)
-            sel_eps_used.append(sel_eps)
-            sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
-            cand = cands[exponential_mechanism(scores, plan.l1, sel_eps, rng=rng)]
-        if cand.kind == "alone":
-            model.apply(cand, np.zeros(0), 1.0)  # nothing measured; the budget stays for later rounds
-            continue
-        weight = math.prod(sizes[c] for c in cand.measure) ** _budget.ALLOC_POWER
-        round_meas = allocate(meas_left, rounds_left, weight, round_weights)
-        round_weights.append(weight)
-        meas_left -= round_meas
-        mech = plan.measurement(round_meas)
-        meas_spent += mech.cost
-        meas_mechs.append(mech)
-        y = mech(real(cand.measure), rng=rng)
-        measurements.append((cand.measure, y))
-        mechs.append(mech)
-        model.apply(cand, y, mech.variance)
-        if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
-            model.fit(ROUND_ITERS * cap.iters_factor)
+                sel_eps = plan.selection_epsilon(round_sel)
+                sel_eps_used.append(sel_eps)
+                sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
+                cand = cands[exponential_mechanism(scores, plan.l1, sel_eps, rng=rng)]
+            if cand.kind == "alone":
+                model.apply(cand, np.zeros(0), 1.0)  # nothing measured; the budget stays for later rounds
+                continue
+            weight = math.prod(sizes[c] for c in cand.measure) ** _budget.ALLOC_POWER
+            round_meas = allocate(meas_left, rounds_left, weight, round_weights)
+            round_weights.append(weight)
+            meas_left -= round_meas
+            mech = plan.measurement(round_meas)
+            meas_spent += mech.cost
+            meas_mechs.append(mech)
+            y = mech(real(cand.measure), rng=rng)
+            measurements.append((cand.measure, y))
+            mechs.append(mech)
+            model.apply(cand, y, mech.variance)
+            if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
+                model.fit(ROUND_ITERS * cap.iters_factor)
+        # Fewer pairs outside the cliques than factor rounds planned (a small table the tree covers):
+        # the spare rounds' budget buys more rounds of the tree instead (public: sizes and selections).
+        spare = factor_rounds - min(factor_rounds, len(_pairs_outside(model.cliques, d)))
+        if exhausted or spare == 0 or first == rounds_total:
+            break
+        sel_left += budget_sel * factor_share * spare / cap.pair_factors
+        meas_left += budget_meas * factor_share * spare / cap.pair_factors
+        factor_rounds -= spare
+        first, rounds_total = rounds_total, rounds_total + spare
     for x in range(d):
         if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
             model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
+
+    # ---- reconstruction (post-processing) ----------------------------------------------------
+    report(0.9, "Estimating the model")
+    model.total = max(noisy_total(measurements, mechs), 1.0)
+    final_iters = (round(ESTIMATION_ITERS * PROPORTIONAL_ITERS_FACTOR) if cap.proportional
+                   else ESTIMATION_ITERS * cap.iters_factor)
+    model.fit(final_iters, PRECONDITION if cap.proportional else 0.0)
+    if cap.one_way_extra > 0 and not cap.one_ways_in_fit:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
+        model.rake(one_way, RAKE_ITERS)
+    steps = model.steps()
+
+    # ---- pair factors: pairs no clique holds (selection and measurement, then post-processing) --
+    factors: list[PairFactor] = []
+    if factor_rounds and d > 2:
+        report(0.95, "Measuring pairs outside the model's cliques")
+        sel_left += budget_sel * factor_share * factor_rounds / cap.pair_factors
+        meas_left += budget_meas * factor_share * factor_rounds / cap.pair_factors
+        ss, ms = _pair_factor_rounds(
+            codes, sizes, weights, model, steps, factors, factor_rounds, sel_left, meas_left, plan,
+            rng, measurements, mechs, sel_eps_used, meas_mechs, real)
+        sel_spent += ss
+        meas_spent += ms
     if d > 1:
         stages.append(stage(
             "selection", plan, sel_spent,
@@ -361,16 +417,6 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
             + " each (per-measurement values in the model file)",
         ))
 
-    # ---- reconstruction (post-processing) ----------------------------------------------------
-    report(0.92, "Estimating the model")
-    model.total = max(noisy_total(measurements, mechs), 1.0)
-    final_iters = (round(ESTIMATION_ITERS * PROPORTIONAL_ITERS_FACTOR) if cap.proportional
-                   else ESTIMATION_ITERS * cap.iters_factor)
-    model.fit(final_iters, PRECONDITION if cap.proportional else 0.0)
-    if cap.one_way_extra > 0 and not cap.one_ways_in_fit:
-        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it.
-        model.rake(one_way, RAKE_ITERS)
-    steps = model.steps()
     report(1.0, "Done")
     params = {
         "epsilon": eps,
@@ -391,10 +437,124 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                           "estimation_iterations": final_iters,
                           "proportional_steps": cap.proportional,
                           "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
-                          "text": cap.describe()}
+                          "pair_factors": len(factors),
+                          "text": cap.describe() + (
+                              f"; {len(factors)} pair factor{'s' if len(factors) != 1 else ''} measured"
+                              + (f" ({cap.pair_factors - factor_rounds} factor rounds went to the tree:"
+                                 " fewer pairs lay outside its cliques)"
+                                 if factor_rounds < cap.pair_factors else "") if cap.pair_factors else "")}
     if plan.spent > plan.total * (1 + 1e-12):
         raise InternalError("The marginal method over-spent its privacy budget.")
     return MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=float(model.total), measurements=measurements,
-                         noise=[m.info() for m in mechs], stages=stages, params=params)
+                         noise=[m.info() for m in mechs], stages=stages, params=params, factors=tuple(factors))
+
+
+def _kept_tables(model: TreeModel, factors: list[PairFactor], col: int, given: int) -> list[tuple[int, ...]]:
+    """The other columns of every table the model holds with ``col`` (the one-way, each table the tree
+    measured, earlier factors' pairs and kept tables), which a new factor on ``col`` keeps as it was."""
+    out: list[tuple[int, ...]] = [()]
+    sets = [m for m, _, _ in model.obs]
+    for f in factors:
+        sets.append(tuple(sorted((f.given, f.col))))
+        sets.extend(tuple(sorted(c + (f.col,))) for c, _ in f.kept)
+    for m in sets:
+        if col in m:
+            rest = tuple(c for c in m if c != col)
+            if rest not in out and rest != (given,):
+                out.append(rest)
+    return out
+
+
+def _pairs_outside(cliques: Sequence[tuple[int, ...]], d: int) -> list[tuple[int, int]]:
+    """The column pairs (u < v) that no clique holds."""
+    inside = {(u, v) for cl in cliques for u, v in combinations(sorted(cl), 2)}
+    return [(u, v) for u in range(d) for v in range(u + 1, d) if (u, v) not in inside]
+
+
+def _pair_factor_rounds(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, model: TreeModel,
+                        steps: list[Step], factors: list[PairFactor], rounds: int, sel_budget: float,
+                        meas_budget: float, plan: Plan, rng: np.random.Generator,
+                        measurements: list, mechs: list, sel_eps_used: list[float], meas_mechs: list[Measurement],
+                        real: Callable[[tuple[int, ...]], np.ndarray]) -> tuple[float, float]:
+    """Rounds that measure pairs no clique holds and turn each into a :class:`PairFactor` (appended to
+    ``factors``); returns the selection and measurement spend.
+
+    Each round scores every pair (u, v) outside the cliques and the factors so far as the tree's
+    rounds do, ‖M_uv(D) − M̂_uv‖₁ − c·E‖noise‖₁, with M̂ the current model's table read off a working
+    sample of it (post-processing: rows drawn from the fitted tree with the factors so far applied),
+    chooses one with the exponential mechanism and measures it (its budget fixed before it looks at
+    the data, as in the tree's rounds); the factor is fitted on the working sample to the measured
+    law of the later-drawn column given the other (:func:`~dpsynth.marginals.pair_factors.target_table`),
+    keeping every other table the model holds with that column (:func:`_kept_tables`), and applied
+    to it. Which pairs are candidates depends on the cliques and earlier selections only (public).
+    Unspent budget (no pair left) stays unspent; :func:`_fit` gives the tree the rounds of factors
+    that fewer pairs outside the cliques than planned leave over."""
+    d = len(sizes)
+    outside = _pairs_outside(model.cliques, d)
+    drawn_at = {c: i for i, st in enumerate(steps) for c in st.new}
+    n_work = max(1, min(FACTOR_WORK_ROWS, round(model.total)))
+    g = fast_rng(post_processing_seed(rng), FACTOR_KEY)
+    tree = MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=model.total, measurements=[], noise=[], stages=[])
+    work = tree.sample(n_work, rng=g)
+    scale = model.total / n_work
+    sel_spent = meas_spent = 0.0
+    weights_so_far: list[float] = []
+    for t in range(rounds):
+        # A column is redrawn by one factor at most, and never once an earlier factor conditions on it
+        # (the tables fitted then would move again); a pair of two such columns has no factor. Whole
+        # Adult releases at ε = 10 (one seed): 2-/3-way TVD 0.0068 / 0.0197 against 0.0098 / 0.0255
+        # when a column could be redrawn again (native-country was, seven times, and drifted).
+        givens = {f.given for f in factors} | {f.col for f in factors}
+        cands = [(u, v) for u, v in outside
+                 if not (u in givens and v in givens) and all({f.given, f.col} != {u, v} for f in factors)]
+        if not cands:
+            break
+        left = rounds - t
+        round_sel = sel_budget / left
+        scores = np.empty(len(cands))
+        planned: dict[int, Measurement] = {}
+        for i, (u, v) in enumerate(cands):
+            cells = sizes[u] * sizes[v]
+            if cells not in planned:
+                planned[cells] = plan.preview(allocate(meas_budget, left, cells ** _budget.ALLOC_POWER, weights_so_far))
+            est = np.bincount(work[:, u] * sizes[v] + work[:, v], minlength=cells) * scale
+            gap = float(np.abs(real((u, v)).ravel() - est).sum())
+            scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
+        sel_budget -= round_sel
+        if len(cands) == 1:
+            u, v = cands[0]
+        else:
+            eps = plan.selection_epsilon(round_sel)
+            sel_eps_used.append(eps)
+            sel_spent += eps if plan.pure else eps * eps / 8.0
+            u, v = cands[exponential_mechanism(scores, plan.l1, eps, rng=rng)]
+        w = (sizes[u] * sizes[v]) ** _budget.ALLOC_POWER
+        budget = allocate(meas_budget, left, w, weights_so_far)
+        weights_so_far.append(w)
+        meas_budget -= budget
+        mech = plan.measurement(budget)
+        meas_spent += mech.cost
+        meas_mechs.append(mech)
+        y = mech(real((u, v)), rng=rng)
+        measurements.append(((u, v), y))
+        mechs.append(mech)
+        # post-processing: the factor redraws the column drawn later by the tree
+        given, col = (u, v) if drawn_at[v] >= drawn_at[u] else (v, u)
+        if col in givens:
+            given, col = col, given
+        noisy = y if given == u else y.T
+        q = conditional_logits(steps, sizes, factors, work, col)
+        k = sizes[col]
+        cols_of = _kept_tables(model, factors, col, given) + [(given,)]
+        cfgs = [config_index(sizes, work, c) for c in cols_of]
+        targets = [np.bincount(cfg * k + work[:, col], minlength=math.prod(sizes[j] for j in c) * k)
+                   .reshape(-1, k).astype(np.float64) for cfg, c in zip(cfgs, cols_of, strict=True)]
+        targets[-1] = target_table(noisy / scale, math.sqrt(mech.variance) / scale, targets[-1])
+        lams = fit_factor(q, cfgs, targets, current=work[:, col])
+        f = PairFactor(given, col, lams[-1], tuple(zip(cols_of[:-1], lams[:-1], strict=True)))
+        unif = g.random((2, n_work))
+        work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), unif[0], unif[1])
+        factors.append(f)
+    return sel_spent, meas_spent
 
 

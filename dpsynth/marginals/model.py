@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpsynth.errors import InputError
+from dpsynth.marginals.pair_factors import PairFactor, apply_factors
 from dpsynth.randomness import systematic_points
 
 FORMAT = "dpsynth.marginals/1"
@@ -51,6 +52,8 @@ class MarginalModel:
     noise: list[dict[str, Any]]
     stages: list[dict[str, Any]]
     params: dict[str, Any] = field(default_factory=dict)
+    #: Pair factors on top of the tree, applied in order after the tree's draws (:mod:`~dpsynth.marginals.pair_factors`).
+    factors: tuple[PairFactor, ...] = ()
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -102,7 +105,10 @@ class MarginalModel:
             new_vals = np.unravel_index(pos, tuple(self.sizes[c] for c in step.new))
             for c, v in zip(step.new, new_vals, strict=True):
                 out[order, c] = v
-        return np.ascontiguousarray(out)
+        out = np.ascontiguousarray(out)
+        if self.factors:
+            apply_factors(self.steps, self.sizes, self.factors, out, rng)
+        return out
 
     def _strata(self, out: np.ndarray, step: Step, drawn: list[int], rng: np.random.Generator) -> np.ndarray | None:
         """Strata for a factor's systematic draws: the columns drawn so far outside its parents, in
@@ -126,7 +132,10 @@ class MarginalModel:
         return code if used else None
 
     def joint(self, max_cells: int = 2_000_000) -> np.ndarray:
-        """The model's full joint distribution (small domains only; for checks and tests)."""
+        """The law of the sampled rows over the full domain (small domains only; for checks and tests):
+        the tree's joint, then each pair factor's coupling step exactly
+        (:func:`dpsynth.marginals.pair_factors.coupled_values`: a row keeps its value with probability
+        min(1, p/q), otherwise takes one from (p − q)⁺)."""
         total = math.prod(self.sizes)
         if total > max_cells:
             raise InputError(f"The full domain has {total:,} cells; joint() is for domains ≤ {max_cells:,}.")
@@ -141,6 +150,45 @@ class MarginalModel:
             order = np.argsort(cols)
             table = np.transpose(table, order).reshape(shape)
             p = p * table
+        if not self.factors:
+            return p
+        log_tree = np.log(np.maximum(p, 1e-300))
+
+        def grid(cols: tuple[int, ...], table: np.ndarray) -> np.ndarray:
+            """A table over ``cols`` (row-major, in that order) as an array that broadcasts over the domain."""
+            t = table.reshape([self.sizes[c] for c in cols])
+            order = sorted(range(len(cols)), key=lambda i: cols[i])
+            shape = [1] * d
+            for c in cols:
+                shape[c] = self.sizes[c]
+            return np.transpose(t, order).reshape(shape)
+
+        def weight(f: PairFactor) -> np.ndarray:
+            w = grid((f.given, f.col), f.log_phi)
+            for cols, lam in f.kept:
+                w = w + grid(cols + (f.col,), lam)
+            return w
+
+        def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+            z = np.exp(x - x.max(axis=axis, keepdims=True))
+            return z / z.sum(axis=axis, keepdims=True)
+
+        logq = log_tree
+        for f in self.factors:
+            c = f.col
+            w = weight(f)
+            # the factors before f that do not involve c are constant along c: they cancel below
+            q = softmax(logq, c)
+            pk = softmax(logq + w, c)
+            logq = logq + w
+            rest = p.sum(axis=c, keepdims=True)
+            r = np.divide(p, rest, out=np.zeros_like(p), where=rest > 0)
+            keep = np.where(q > 0, np.minimum(1.0, pk / np.where(q > 0, q, 1.0)), 1.0)
+            res = np.maximum(pk - q, 0.0)
+            tot = res.sum(axis=c, keepdims=True)
+            leave = (r * (1.0 - keep)).sum(axis=c, keepdims=True)
+            moved = np.divide(res, tot, out=np.zeros_like(res), where=tot > 0)
+            p = rest * np.where(tot > 0, r * keep + leave * moved, r)
         return p
 
     def clique_marginals(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
@@ -167,8 +215,14 @@ class MarginalModel:
     def marginal(self, cols: Sequence[int]) -> np.ndarray:
         """The model's exact marginal on ``cols`` (in that order): from a clique that holds them
         all, by propagation along the clique tree for a pair, otherwise from :meth:`joint`
-        (small domains only)."""
+        (small domains only). With pair factors, from :meth:`joint` on a small domain; on a larger
+        one this is the tree's law, which the factors move (on their pairs above all)."""
         cols = tuple(int(c) for c in cols)
+        if self.factors and math.prod(self.sizes) <= 2_000_000:
+            p = self.joint()
+            m = p.sum(axis=tuple(i for i in range(len(self.sizes)) if i not in cols))
+            kept = sorted(cols)
+            return np.transpose(m, [kept.index(c) for c in cols])
         cms = self.clique_marginals()
         for cl, p in cms:
             if set(cols) <= set(cl):
@@ -256,7 +310,13 @@ class MarginalModel:
                 "noisy total = inverse-variance mean of the measured tables' sums",
                 "junction-tree model fitted to all measurements (mirror descent, Private-PGM style)",
                 "ancestral sampling, systematic inverse-CDF draws per clique and parent configuration (counts within one of the model's)",
-            ],
+            ] + ([
+                f"{len(self.factors)} pair factor{'s' if len(self.factors) != 1 else ''} (measured pairs no clique holds)"
+                " fitted by iterative proportional fitting, each redrawing one column of the sampled rows through a"
+                " maximal coupling and keeping the other tables the model holds with it (Deming & Stephan 1940;"
+                " Thorisson 2000)",
+            ] if self.factors else []),
+            "pair_factors": [[int(f.given), int(f.col)] for f in self.factors],
             "floating_point": "selection probabilities use floating point (Ilvento 2020); counts use exact integer noise",
         }
 
@@ -277,6 +337,7 @@ class MarginalModel:
             ],
             "stages": self.stages,
             "params": self.params,
+            **({"factors": [f.to_dict() for f in self.factors]} if self.factors else {}),
         }
 
     @classmethod
@@ -304,9 +365,10 @@ class MarginalModel:
             covered = sorted(c for s in steps for c in s.new)
             if covered != list(range(len(sizes))):
                 raise InputError("The model's steps do not cover every column exactly once.")
+            factors = tuple(PairFactor.from_dict(f, sizes) for f in data.get("factors", []))
             return cls(sizes=sizes, steps=tuple(steps), noisy_total=float(data["noisy_total"]),
                        measurements=meas, noise=noise, stages=list(data["stages"]),
-                       params=dict(data.get("params", {})))
+                       params=dict(data.get("params", {})), factors=factors)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
