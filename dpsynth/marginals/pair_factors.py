@@ -236,7 +236,6 @@ def fit_factor(q_logits: np.ndarray, cfgs: Sequence[np.ndarray], targets: Sequen
     :data:`MAX_STEP`."""
     k = q_logits.shape[1]
     base = _softmax(np.array(q_logits, dtype=np.float64))
-    logits = np.log(np.maximum(base, 1e-300))
     lams, goals, reach, active = [], [], [], []
     for cfg, target in zip(cfgs, targets, strict=True):
         configs = len(target)
@@ -249,10 +248,13 @@ def fit_factor(q_logits: np.ndarray, cfgs: Sequence[np.ndarray], targets: Sequen
         goals.append(t)
         reach.append(r)
         active.append((counts > 0) & (t.sum(axis=1) > 0))
+    # The laws in single precision (the sweeps' whole cost is their exponentials); tables and weights in double.
+    base32 = base.astype(np.float32)
+    logits = np.log(np.maximum(base32, np.float32(1e-37)))
     p = logits.copy()  # logits + Σ λ_i[cfg_i], kept up to date
     for _ in range(iters):
         for i, cfg in enumerate(cfgs):
-            law = _softmax(p) if current is None else coupled_law(current, logits, p, base)
+            law = _softmax(p) if current is None else coupled_law(current, logits, p, base32)
             e = expected_table(law, cfg, len(goals[i]))
             t, ok = goals[i], reach[i] & (e > 0)
             step = np.zeros(e.shape)
@@ -262,7 +264,7 @@ def fit_factor(q_logits: np.ndarray, cfgs: Sequence[np.ndarray], targets: Sequen
             lam[active[i]] += np.clip(step, -MAX_STEP, MAX_STEP)[active[i]]
             top = np.where(reach[i], lam, -np.inf).max(axis=1, keepdims=True)
             lam = np.where(reach[i], np.maximum(lam - np.where(np.isfinite(top), top, 0.0), -MAX_LOG_WEIGHT), 0.0)
-            p += (lam - lams[i])[cfg]
+            p += (lam - lams[i]).astype(np.float32)[cfg]
             lams[i] = lam
     return lams
 
