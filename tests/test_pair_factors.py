@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from itertools import combinations
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from dpsynth.marginals.pair_factors import (
     fit_factor,
     target_table,
 )
+from tests.test_marginals import _check_sampler
 
 
 def _latent(n: int, seed: int = 0, d: int = 5, k: int = 6) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -133,18 +133,9 @@ def test_target_takes_differences_beyond_the_noise_only() -> None:
 
 def test_sampler_follows_the_law_with_factors(factored) -> None:
     """Sampled rows follow the exact law of the sampling procedure (the tree, then each factor's
-    coupling step, :meth:`MarginalModel.joint`) on every pair."""
+    coupling step, :meth:`MarginalModel.joint`) on every pair (χ², as for the tree alone)."""
     model, _, sizes = factored
-    n = 100_000
-    rows = model.sample(n, rng=np.random.default_rng(5))
-    for pair in combinations(range(len(sizes)), 2):
-        expected = model.marginal(pair).ravel() * n
-        shape = tuple(sizes[c] for c in pair)
-        observed = np.bincount(np.ravel_multi_index((rows[:, pair[0]], rows[:, pair[1]]), shape),
-                               minlength=math.prod(shape))
-        keep = expected >= 5
-        p = stats.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()).pvalue
-        assert p > 1e-4, f"pair {pair}: p = {p:.2e}"
+    _check_sampler(model, sizes)
 
 
 def test_factors_mend_the_pairs_outside_the_cliques(factored) -> None:

@@ -132,6 +132,38 @@ def _again_gain(gap: float, var: float, cells: int, var_new: float) -> float:
     return min(gap, math.sqrt(2.0 / math.pi * var) * cells) * (1.0 - math.sqrt(var_new / (var + var_new)))
 
 
+class _RoundSpend:
+    """The rounds' selections and measurements, each spent through ``plan`` and recorded (the tree's
+    rounds and the pair factors' share it)."""
+
+    def __init__(self, plan: Plan, rng: np.random.Generator, measurements: list, mechs: list) -> None:
+        self.plan, self.rng = plan, rng
+        self.measurements, self.mechs = measurements, mechs
+        self.sel_eps_used: list[float] = []
+        self.meas_mechs: list[Measurement] = []
+        self.sel_spent = self.meas_spent = 0.0
+
+    def select(self, scores: np.ndarray, budget: float) -> int:
+        """The exponential mechanism's choice among ``scores`` at ``budget``; with one candidate there
+        is no choice to make: nothing depends on the data, nothing is spent."""
+        if len(scores) == 1:
+            return 0
+        eps = self.plan.selection_epsilon(budget)
+        self.sel_eps_used.append(eps)
+        self.sel_spent += eps if self.plan.pure else eps * eps / 8.0
+        return exponential_mechanism(scores, self.plan.l1, eps, rng=self.rng)
+
+    def measure(self, cols: tuple[int, ...], counts: np.ndarray, budget: float) -> tuple[np.ndarray, Measurement]:
+        """Noisy ``counts`` of ``cols`` at ``budget``, recorded as a released measurement."""
+        mech = self.plan.measurement(budget)
+        self.meas_spent += mech.cost
+        self.meas_mechs.append(mech)
+        y = mech(counts, rng=self.rng)
+        self.measurements.append((cols, y))
+        self.mechs.append(mech)
+        return y, mech
+
+
 def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
     a = np.asarray(codes)
     if a.ndim != 2:
@@ -310,9 +342,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     # budgets as rounds of their own.
     factor_share = cap.pair_factors / (rounds_total + cap.pair_factors) if cap.pair_factors else 0.0
     sel_left, meas_left = budget_sel * (1.0 - factor_share), budget_meas * (1.0 - factor_share)
-    sel_spent = meas_spent = 0.0
-    sel_eps_used: list[float] = []
-    meas_mechs: list[Measurement] = []
+    spend = _RoundSpend(plan, rng, measurements, mechs)
     round_weights: list[float] = []
     factor_rounds, first, exhausted = cap.pair_factors, 0, False
     while True:
@@ -344,13 +374,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                         gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
                 scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
             sel_left -= round_sel
-            if len(cands) == 1:
-                cand = cands[0]  # no choice to make: nothing depends on the data, nothing is spent
-            else:
-                sel_eps = plan.selection_epsilon(round_sel)
-                sel_eps_used.append(sel_eps)
-                sel_spent += sel_eps if plan.pure else sel_eps * sel_eps / 8.0
-                cand = cands[exponential_mechanism(scores, plan.l1, sel_eps, rng=rng)]
+            cand = cands[spend.select(scores, round_sel)]
             if cand.kind == "alone":
                 model.apply(cand, np.zeros(0), 1.0)  # nothing measured; the budget stays for later rounds
                 continue
@@ -358,12 +382,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
             round_meas = allocate(meas_left, rounds_left, weight, round_weights)
             round_weights.append(weight)
             meas_left -= round_meas
-            mech = plan.measurement(round_meas)
-            meas_spent += mech.cost
-            meas_mechs.append(mech)
-            y = mech(real(cand.measure), rng=rng)
-            measurements.append((cand.measure, y))
-            mechs.append(mech)
+            y, mech = spend.measure(cand.measure, real(cand.measure), round_meas)
             model.apply(cand, y, mech.variance)
             if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
                 model.fit(ROUND_ITERS * cap.iters_factor)
@@ -397,25 +416,21 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         report(0.95, "Measuring pairs outside the model's cliques")
         sel_left += budget_sel * factor_share * factor_rounds / cap.pair_factors
         meas_left += budget_meas * factor_share * factor_rounds / cap.pair_factors
-        ss, ms = _pair_factor_rounds(
-            codes, sizes, weights, model, steps, factors, factor_rounds, sel_left, meas_left, plan,
-            rng, measurements, mechs, sel_eps_used, meas_mechs, real)
-        sel_spent += ss
-        meas_spent += ms
+        _pair_factor_rounds(sizes, model, steps, factors, factor_rounds, sel_left, meas_left, plan, rng, spend, real)
     if d > 1:
         stages.append(stage(
-            "selection", plan, sel_spent,
-            f"{len(sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), "
-            + range_text("ε", sel_eps_used) + " each" + ("" if plan.pure else " (each ε²/8-zCDP)"),
+            "selection", plan, spend.sel_spent,
+            f"{len(spend.sel_eps_used)} exponential-mechanism choices (score sensitivity {plan.l1}), "
+            + range_text("ε", spend.sel_eps_used) + " each" + ("" if plan.pure else " (each ε²/8-zCDP)"),
         ))
         stages.append(stage(
-            "measurement", plan, meas_spent,
-            f"{len(meas_mechs)} selected marginals with "
-            + ("discrete Laplace noise, " + range_text("scale", [float(m.param) for m in meas_mechs])
-               + f" (Δ₁ = {plan.l1}), " + range_text("ε", [m.cost for m in meas_mechs])
+            "measurement", plan, spend.meas_spent,
+            f"{len(spend.meas_mechs)} selected marginals with "
+            + ("discrete Laplace noise, " + range_text("scale", [float(m.param) for m in spend.meas_mechs])
+               + f" (Δ₁ = {plan.l1}), " + range_text("ε", [m.cost for m in spend.meas_mechs])
                if plan.pure else
-               "discrete Gaussian noise, " + range_text("σ", [math.sqrt(float(m.param)) for m in meas_mechs])
-               + f" (Δ₂² = {plan.l2sq}), " + range_text("ρ", [m.cost for m in meas_mechs]))
+               "discrete Gaussian noise, " + range_text("σ", [math.sqrt(float(m.param)) for m in spend.meas_mechs])
+               + f" (Δ₂² = {plan.l2sq}), " + range_text("ρ", [m.cost for m in spend.meas_mechs]))
             + " each (per-measurement values in the model file)",
         ))
 
@@ -473,13 +488,11 @@ def _pairs_outside(cliques: Sequence[tuple[int, ...]], d: int) -> list[tuple[int
     return [(u, v) for u in range(d) for v in range(u + 1, d) if (u, v) not in inside]
 
 
-def _pair_factor_rounds(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, model: TreeModel,
-                        steps: list[Step], factors: list[PairFactor], rounds: int, sel_budget: float,
-                        meas_budget: float, plan: Plan, rng: np.random.Generator,
-                        measurements: list, mechs: list, sel_eps_used: list[float], meas_mechs: list[Measurement],
-                        real: Callable[[tuple[int, ...]], np.ndarray]) -> tuple[float, float]:
+def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[Step], factors: list[PairFactor],
+                        rounds: int, sel_budget: float, meas_budget: float, plan: Plan, rng: np.random.Generator,
+                        spend: _RoundSpend, real: Callable[[tuple[int, ...]], np.ndarray]) -> None:
     """Rounds that measure pairs no clique holds and turn each into a :class:`PairFactor` (appended to
-    ``factors``); returns the selection and measurement spend.
+    ``factors``), spending through ``spend``.
 
     Each round scores every pair (u, v) outside the cliques and the factors so far as the tree's
     rounds do, ‖M_uv(D) − M̂_uv‖₁ − c·E‖noise‖₁, with M̂ the current model's table read off a working
@@ -499,7 +512,6 @@ def _pair_factor_rounds(codes: np.ndarray, sizes: tuple[int, ...], weights: np.n
     tree = MarginalModel(sizes=sizes, steps=tuple(steps), noisy_total=model.total, measurements=[], noise=[], stages=[])
     work = tree.sample(n_work, rng=g)
     scale = model.total / n_work
-    sel_spent = meas_spent = 0.0
     weights_so_far: list[float] = []
     for t in range(rounds):
         # A column is redrawn by one factor at most, and never once an earlier factor conditions on it
@@ -528,23 +540,12 @@ def _pair_factor_rounds(codes: np.ndarray, sizes: tuple[int, ...], weights: np.n
             gap -= float(np.sqrt(2.0 / math.pi * n_work * share * (1.0 - share)).sum()) * scale
             scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
         sel_budget -= round_sel
-        if len(cands) == 1:
-            u, v = cands[0]
-        else:
-            eps = plan.selection_epsilon(round_sel)
-            sel_eps_used.append(eps)
-            sel_spent += eps if plan.pure else eps * eps / 8.0
-            u, v = cands[exponential_mechanism(scores, plan.l1, eps, rng=rng)]
+        u, v = cands[spend.select(scores, round_sel)]
         w = (sizes[u] * sizes[v]) ** _budget.ALLOC_POWER
         budget = allocate(meas_budget, left, w, weights_so_far)
         weights_so_far.append(w)
         meas_budget -= budget
-        mech = plan.measurement(budget)
-        meas_spent += mech.cost
-        meas_mechs.append(mech)
-        y = mech(real((u, v)), rng=rng)
-        measurements.append(((u, v), y))
-        mechs.append(mech)
+        y, mech = spend.measure((u, v), real((u, v)), budget)
         # post-processing: the factor redraws the column drawn later by the tree
         given, col = (u, v) if drawn_at[v] >= drawn_at[u] else (v, u)
         if col in givens:
@@ -562,6 +563,5 @@ def _pair_factor_rounds(codes: np.ndarray, sizes: tuple[int, ...], weights: np.n
         unif = g.random((2, n_work))
         work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), unif[0], unif[1])
         factors.append(f)
-    return sel_spent, meas_spent
 
 
