@@ -165,7 +165,8 @@ def test_factors_are_released_measurements_and_round_trip(factored) -> None:
     assert model.params["rho_spent"] <= model.params["rho_budget"]
     assert sum(s["rho"] for s in model.stages) == pytest.approx(model.params["rho_spent"], rel=1e-12)
     assert model.params["capacity"]["pair_factors"] == len(model.factors)
-    assert "pair factor" in model.params["capacity"]["text"]
+    assert f"{len(model.factors)} applied as factors" in model.params["capacity"]["text"]
+    assert model.params["capacity"]["pair_factor_measurements"] >= len(model.factors)
     back = MarginalModel.from_dict(json.loads(json.dumps(model.to_dict())))
     assert len(back.factors) == len(model.factors)
     a = model.sample(5_000, rng=np.random.default_rng(7))
@@ -182,6 +183,24 @@ def test_factor_json_is_checked() -> None:
                 {**good, "log_phi": [float("nan")] * 6}):
         with pytest.raises(ValueError):
             PairFactor.from_dict(bad, sizes)
+
+
+def test_a_pair_the_model_already_has_is_measured_but_not_applied() -> None:
+    """Independent columns the tree keeps apart: their measured pair matches the model's table within
+    the noise, so no factor redraws a column for it (it would only add noise); the measurement is
+    still released and its cost counted."""
+    rng = np.random.default_rng(9)
+    n = 20_000
+    z = rng.integers(0, 4, n)
+    codes = np.stack([z, np.where(rng.random(n) < 0.8, z, rng.integers(0, 4, n)), rng.integers(0, 4, n),
+                      rng.integers(0, 4, n)], axis=1).astype(np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(marginals_budget, "CLIQUE_LIMITS", ((0.0, 16, 2),))
+        model = fit_marginal_model(codes, (4, 4, 4, 4), epsilon=30.0, delta=1e-9, neighbours="add-remove",
+                                   rng=np.random.default_rng(10))
+    cap = model.params["capacity"]
+    assert cap["pair_factor_measurements"] > len(model.factors)
+    assert sum(s["rho"] for s in model.stages) == pytest.approx(model.params["rho_spent"], rel=1e-12)
 
 
 def test_no_factors_where_the_pairs_are_noise() -> None:

@@ -81,6 +81,13 @@ CPT_DECIMALS = 7
 #: paired seeds; ε = 1: +0.0001 / +0.0001); a generated 16-column table of 200,000 rows at ε = 10 took
 #: 21 s instead of 26 s (15.4 s without factors).
 FACTOR_WORK_ROWS = 1 << 16
+#: A measured pair becomes a factor only if it differs from the model's table by more than noise: its
+#: χ²-like statistic Σ (y − est)² / (σ² + est·(1 + scale)) (the noise, the data's and the working sample's
+#: multinomial spread) above cells + SKIP_NULL_Z·√(2·cells). On a generated table of mostly independent
+#: columns (benchmarks/bench_factors.py --table mixed --rows 20000, 6 seeds) factors against none went
+#: +0.0004 / +0.0006 → +0.0002 / +0.0003 at ε = 1 and +0.0004 / +0.0004 → +0.0001 / +0.0002 at ε = 3;
+#: Adult at ε = 1 unchanged, at ε = 10 one factor of 12 skipped (+0.0001 / +0.0002, 4 seeds).
+SKIP_NULL_Z = 2.0
 #: Stream key of the working sample's generator under a seed drawn from the release's generator.
 FACTOR_KEY = 3
 
@@ -412,11 +419,13 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
 
     # ---- pair factors: pairs no clique holds (selection and measurement, then post-processing) --
     factors: list[PairFactor] = []
+    factor_pairs = 0
     if factor_rounds and d > 2:
         report(0.95, "Measuring pairs outside the model's cliques")
         sel_left += budget_sel * factor_share * factor_rounds / cap.pair_factors
         meas_left += budget_meas * factor_share * factor_rounds / cap.pair_factors
-        _pair_factor_rounds(sizes, model, steps, factors, factor_rounds, sel_left, meas_left, plan, rng, spend, real)
+        factor_pairs = _pair_factor_rounds(sizes, model, steps, factors, factor_rounds, sel_left, meas_left, plan, rng,
+                                           spend, real)
     if d > 1:
         stages.append(stage(
             "selection", plan, spend.sel_spent,
@@ -454,9 +463,10 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                           "estimation_iterations": final_iters,
                           "proportional_steps": cap.proportional,
                           "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
-                          "pair_factors": len(factors),
+                          "pair_factors": len(factors), "pair_factor_measurements": factor_pairs,
                           "text": cap.describe() + (
-                              f"; {len(factors)} pair factor{'s' if len(factors) != 1 else ''} measured"
+                              f"; {factor_pairs} pair{'s' if factor_pairs != 1 else ''} outside the cliques measured,"
+                              f" {len(factors)} applied as factors (the others matched the model within their noise)"
                               + (f" ({cap.pair_factors - factor_rounds} factor rounds went to the tree:"
                                  " fewer pairs lay outside its cliques)"
                                  if factor_rounds < cap.pair_factors else "") if cap.pair_factors else "")}
@@ -490,9 +500,10 @@ def _pairs_outside(cliques: Sequence[tuple[int, ...]], d: int) -> list[tuple[int
 
 def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[Step], factors: list[PairFactor],
                         rounds: int, sel_budget: float, meas_budget: float, plan: Plan, rng: np.random.Generator,
-                        spend: _RoundSpend, real: Callable[[tuple[int, ...]], np.ndarray]) -> None:
-    """Rounds that measure pairs no clique holds and turn each into a :class:`PairFactor` (appended to
-    ``factors``), spending through ``spend``.
+                        spend: _RoundSpend, real: Callable[[tuple[int, ...]], np.ndarray]) -> int:
+    """Rounds that measure pairs no clique holds and turn each that differs from the model by more
+    than noise (:data:`SKIP_NULL_Z`) into a :class:`PairFactor` (appended to ``factors``), spending
+    through ``spend``; returns the number of pairs measured.
 
     Each round scores every pair (u, v) outside the cliques and the factors so far as the tree's
     rounds do, ‖M_uv(D) − M̂_uv‖₁ − c·E‖noise‖₁, with M̂ the current model's table read off a working
@@ -513,14 +524,14 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
     work = tree.sample(n_work, rng=g)
     scale = model.total / n_work
     weights_so_far: list[float] = []
+    measured: set[tuple[int, int]] = set()
     for t in range(rounds):
         # A column is redrawn by one factor at most, and never once an earlier factor conditions on it
         # (the tables fitted then would move again); a pair of two such columns has no factor. Whole
         # Adult releases at ε = 10 (one seed): 2-/3-way TVD 0.0068 / 0.0197 against 0.0098 / 0.0255
         # when a column could be redrawn again (native-country was, seven times, and drifted).
         givens = {f.given for f in factors} | {f.col for f in factors}
-        cands = [(u, v) for u, v in outside
-                 if not (u in givens and v in givens) and all({f.given, f.col} != {u, v} for f in factors)]
+        cands = [(u, v) for u, v in outside if not (u in givens and v in givens) and (u, v) not in measured]
         if not cands:
             break
         left = rounds - t
@@ -557,11 +568,17 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         cfgs = [config_index(sizes, work, c) for c in cols_of]
         targets = [np.bincount(cfg * k + work[:, col], minlength=math.prod(sizes[j] for j in c) * k)
                    .reshape(-1, k).astype(np.float64) for cfg, c in zip(cfgs, cols_of, strict=True)]
+        measured.add((u, v))
+        est = targets[-1] * scale
+        if float(((noisy - est) ** 2 / (mech.variance + est * (1.0 + scale))).sum()) < (
+                est.size + SKIP_NULL_Z * math.sqrt(2.0 * est.size)):
+            continue  # the model already has this pair's table, within the noise
         targets[-1] = target_table(noisy / scale, math.sqrt(mech.variance) / scale, targets[-1])
         lams = fit_factor(q, cfgs, targets, current=work[:, col])
         f = PairFactor(given, col, lams[-1], tuple(zip(cols_of[:-1], lams[:-1], strict=True)))
         unif = g.random((2, n_work))
         work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), unif[0], unif[1])
         factors.append(f)
+    return len(measured)
 
 
