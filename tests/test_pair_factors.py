@@ -87,7 +87,7 @@ def test_coupling_has_the_new_law_and_moves_only_what_it_must() -> None:
     q = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
     p = np.array([0.2, 0.3, 0.3, 0.05, 0.15])
     current = rng.choice(k, size=n, p=q)
-    out = coupled_values(current, np.log(np.tile(q, (n, 1))), np.log(np.tile(p, (n, 1))), rng.random(n), rng.random(n))
+    out = coupled_values(current, np.log(np.tile(q, (n, 1))), np.log(np.tile(p, (n, 1))), rng.random(n))
     assert stats.chisquare(np.bincount(out, minlength=k), p * n).pvalue > 1e-3
     changed = float(np.mean(out != current))
     tv = 0.5 * float(np.abs(p - q).sum())

@@ -530,8 +530,8 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         # (the tables fitted then would move again); a pair of two such columns has no factor. Whole
         # Adult releases at ε = 10 (one seed): 2-/3-way TVD 0.0068 / 0.0197 against 0.0098 / 0.0255
         # when a column could be redrawn again (native-country was, seven times, and drifted).
-        givens = {f.given for f in factors} | {f.col for f in factors}
-        cands = [(u, v) for u, v in outside if not (u in givens and v in givens) and (u, v) not in measured]
+        used = {f.given for f in factors} | {f.col for f in factors}
+        cands = [(u, v) for u, v in outside if not (u in used and v in used) and (u, v) not in measured]
         if not cands:
             break
         left = rounds - t
@@ -557,27 +557,29 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         weights_so_far.append(w)
         meas_budget -= budget
         y, mech = spend.measure((u, v), real((u, v)), budget)
-        # post-processing: the factor redraws the column drawn later by the tree
+        measured.add((u, v))
+        # post-processing: the factor redraws the column drawn later by the tree (the other one if that
+        # one is used already)
         given, col = (u, v) if drawn_at[v] >= drawn_at[u] else (v, u)
-        if col in givens:
+        if col in used:
             given, col = col, given
         noisy = y if given == u else y.T
-        q = conditional_logits(steps, sizes, factors, work, col)
         k = sizes[col]
-        cols_of = _kept_tables(model, factors, col, given) + [(given,)]
-        cfgs = [config_index(sizes, work, c) for c in cols_of]
-        targets = [np.bincount(cfg * k + work[:, col], minlength=math.prod(sizes[j] for j in c) * k)
-                   .reshape(-1, k).astype(np.float64) for cfg, c in zip(cfgs, cols_of, strict=True)]
-        measured.add((u, v))
-        est = targets[-1] * scale
+        current = np.bincount(work[:, given] * k + work[:, col], minlength=sizes[given] * k).reshape(-1, k)
+        est = current * scale
         if float(((noisy - est) ** 2 / (mech.variance + est * (1.0 + scale))).sum()) < (
                 est.size + SKIP_NULL_Z * math.sqrt(2.0 * est.size)):
             continue  # the model already has this pair's table, within the noise
-        targets[-1] = target_table(noisy / scale, math.sqrt(mech.variance) / scale, targets[-1])
+        q = conditional_logits(steps, sizes, factors, work, col)
+        cols_of = _kept_tables(model, factors, col, given)
+        cfgs = [config_index(sizes, work, c) for c in cols_of]
+        targets = [np.bincount(cfg * k + work[:, col], minlength=math.prod(sizes[j] for j in c) * k).reshape(-1, k)
+                   for cfg, c in zip(cfgs, cols_of, strict=True)]
+        cfgs.append(work[:, given])
+        targets.append(target_table(noisy / scale, math.sqrt(mech.variance) / scale, current))
         lams = fit_factor(q, cfgs, targets, current=work[:, col])
-        f = PairFactor(given, col, lams[-1], tuple(zip(cols_of[:-1], lams[:-1], strict=True)))
-        unif = g.random((2, n_work))
-        work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), unif[0], unif[1])
+        f = PairFactor(given, col, lams[-1], tuple(zip(cols_of, lams[:-1], strict=True)))
+        work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), g.random(n_work))
         factors.append(f)
     return len(measured)
 

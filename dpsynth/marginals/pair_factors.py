@@ -81,7 +81,7 @@ class PairFactor:
         return out
 
     def to_dict(self) -> dict:
-        return {"given": int(self.given), "col": int(self.col), "shape": list(self.log_phi.shape),
+        return {"given": int(self.given), "col": int(self.col),
                 "log_phi": np.round(self.log_phi, 7).ravel().tolist(),
                 "kept": [{"cols": [int(c) for c in cols], "log_weights": np.round(lam, 7).ravel().tolist()}
                          for cols, lam in self.kept]}
@@ -159,23 +159,6 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return z
 
 
-def coupled_values(current: np.ndarray, q_logits: np.ndarray, p_logits: np.ndarray,
-                   u_keep: np.ndarray, u_draw: np.ndarray) -> np.ndarray:
-    """Maximal coupling of each row's current value (drawn from q) with a draw from p: keep it with
-    probability min(1, p/q), else a value from (p − q)⁺; the result has law p whenever the current
-    value has law q. ``u_keep``, ``u_draw``: one uniform each per row."""
-    q, p = _softmax(q_logits), _softmax(p_logits)
-    idx = np.arange(len(current))
-    pv, qv = p[idx, current], q[idx, current]
-    keep = u_keep * qv <= pv  # U < p/q without dividing by a zero q
-    res = np.maximum(p - q, 0.0)
-    cdf = np.cumsum(res, axis=1)
-    tot = cdf[:, -1:]
-    pick = (cdf < u_draw[:, None] * tot).sum(axis=1)
-    pick = np.minimum(pick, p.shape[1] - 1)
-    return np.where(keep | (tot[:, 0] <= 0), current, pick)
-
-
 def coupled_law(current: np.ndarray, q_logits: np.ndarray, p_logits: np.ndarray,
                 q: np.ndarray | None = None) -> np.ndarray:
     """The law of :func:`coupled_values`' output for each row given its current value (rows × k):
@@ -195,21 +178,29 @@ def coupled_law(current: np.ndarray, q_logits: np.ndarray, p_logits: np.ndarray,
     return p
 
 
+def coupled_values(current: np.ndarray, q_logits: np.ndarray, p_logits: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Maximal coupling of each row's current value (drawn from q) with a draw from p: each row's value
+    of :func:`coupled_law` at its uniform ``u`` (inverse CDF), so it keeps its value with probability
+    min(1, p/q), else takes one from (p − q)⁺; the result has law p whenever the current value has law q."""
+    cdf = np.cumsum(coupled_law(current, q_logits, p_logits), axis=1)
+    return np.minimum((cdf < u[:, None] * cdf[:, -1:]).sum(axis=1), cdf.shape[1] - 1)
+
+
 def apply_factors(steps: Sequence, sizes: Sequence[int], factors: Sequence[PairFactor], rows: np.ndarray,
                   rng: np.random.Generator) -> np.ndarray:
     """Apply ``factors`` in order to rows drawn from the tree (changed in place and returned).
 
-    Two uniforms per row and factor are drawn whatever the rows hold, so the generator's later state
+    One uniform per row and factor is drawn whatever the rows hold, so the generator's later state
     depends on the number of rows only."""
     n = len(rows)
     cache: dict = {}
     for j, f in enumerate(factors):
-        u = rng.random((2, n))
+        u = rng.random(n)
         for a in range(0, n, BLOCK_ROWS):
             b = min(n, a + BLOCK_ROWS)
             block = rows[a:b]
             q = conditional_logits(steps, sizes, factors[:j], block, f.col, cache)
-            rows[a:b, f.col] = coupled_values(block[:, f.col], q, q + f.logits(sizes, block), u[0, a:b], u[1, a:b])
+            rows[a:b, f.col] = coupled_values(block[:, f.col], q, q + f.logits(sizes, block), u[a:b])
     return rows
 
 
