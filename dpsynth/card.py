@@ -171,7 +171,11 @@ def _post_processing(plan: Any, rows: int, post_seed: int) -> dict[str, Any]:
                  "a junction-tree model fitted to all noisy measurements (mirror descent, Private-PGM style; at a"
                  " high signal-to-noise its first half takes iterative-proportional-fitting steps)",
                  "cells of the synthetic rows drawn ancestrally from the model, one clique at a time, with counts"
-                 " rounded under control (each within one of the model's) and spread over the columns drawn before"]
+                 " rounded under control (each within one of the model's) and spread over the columns drawn before",
+                 "for each pair factor (mechanism.pair_factors: a measured pair no clique holds whose table differed"
+                 " from the model's by more than its noise), one column of the rows redrawn through a maximal"
+                 " coupling with its current value, so that pair takes its measured law and the model's other tables"
+                 " with that column stay as they were"]
     if plan.budget.has_values:
         steps.append("values of numeric columns drawn inside each bin from the released value model (its fine"
                      " distribution restricted to the bin; uniform on the bin's grid where it holds no mass), at evenly"
