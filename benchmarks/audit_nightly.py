@@ -8,7 +8,8 @@
 
 The same audit as ``tests/test_audit.py`` (``tests/audit_tools.py``: event chosen on separate
 selection runs, Clopper–Pearson at α = 10⁻³, ε_lb = ln((p̂₁ − δ)/p̂₂)), on the CI pairs at ε = 0.5
-and ε = 1 plus the discrete Gaussian, with ten times the runs, and on the marginals method. It prints, per pair, the lower
+and ε = 1 plus the discrete Gaussian, with ten times the runs, and on the marginals method (including a pair whose
+capped cliques make the fit run a pair-factor round, ``tests.audit_tools.factor_pair``). It prints, per pair, the lower
 bound as a ratio to the claimed ε (≤ 1 passes; the closer to 1, the tighter the audit) and, per
 planted bug, the ratio it reaches (> 1 means caught). The cost line is a ratio too: one release()
 against one draw of the same mechanism on the same cells, measured in this process. Results go

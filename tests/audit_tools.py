@@ -315,6 +315,9 @@ class Pair:
     d: pd.DataFrame
     d_prime: pd.DataFrame
     options: dict[str, Any]
+    #: public constants set for the pair's releases, as (module, attribute, value); applied in every
+    #: worker process too (a pair that must reach a code path its tiny table would not, e.g. capped cliques)
+    settings: tuple[tuple[str, str, Any], ...] = ()
 
     @property
     def epsilon(self) -> float:
@@ -379,8 +382,23 @@ def _collect_job(job: tuple[Any, ...]) -> Outputs:
     pair, df, n, seed, mutant, secure = job
     rng = noise.secure_rng() if secure else noise.seeded_rng(seed)
     ctx = planted(mutant) if mutant else nullcontext()
-    with ctx, memoized_encode():
+    with ctx, configured(pair.settings), memoized_encode():
         return collect(df, pair.schema, n, rng=rng, **pair.options)
+
+
+@contextmanager
+def configured(settings: tuple[tuple[str, str, Any], ...]) -> Iterator[None]:
+    """Set a pair's public constants (:attr:`Pair.settings`) for the duration of a block."""
+    undo = []
+    for module, attr, value in settings:
+        mod = importlib.import_module(module)
+        undo.append((mod, attr, getattr(mod, attr)))
+        setattr(mod, attr, value)
+    try:
+        yield
+    finally:
+        for mod, attr, value in reversed(undo):
+            setattr(mod, attr, value)
 
 
 _POOL: dict[int, Any] = {}
@@ -513,7 +531,9 @@ def nightly_pairs() -> dict[str, Pair]:
 
 def marginals_pairs(epsilon: float = 1.0) -> dict[str, Pair]:
     """The marginals method (select–measure–reconstruct) on three binary columns: a row added to cells
-    no row occupies, and a row moved under replace-one. About 25 ms per release: nightly only."""
+    no row occupies, and a row moved under replace-one; and a row added to a 500-row table whose model
+    cliques are capped at one pair (:func:`factor_pair`), so that a pair outside them is selected and
+    measured in a pair-factor round. About 25 ms per release: nightly only."""
     cols = tuple(CategoricalColumn(name=n, categories=c) for n, c in (("a", ("x", "y")), ("b", ("u", "v")),
                                                                        ("c", ("p", "q"))))
     d = pd.DataFrame({"a": ["x", "x", "x", "y", "y"], "b": ["u", "v", "u", "v", "u"], "c": ["p"] * 5})
@@ -525,7 +545,31 @@ def marginals_pairs(epsilon: float = 1.0) -> dict[str, Pair]:
                                               {**opts, "neighbours": "add-remove"}),
         "marginals: replace-one move": Pair("marginals: replace-one move", Schema(cols), d, moved,
                                             {**opts, "neighbours": "replace-one"}),
+        "marginals: pair-factor round": factor_pair(epsilon),
     }
+
+
+#: Model cliques of at most one pair of binary columns (4 cells, 2 columns) at every signal-to-noise.
+FACTOR_PAIR_LIMITS = ((0.0, 4, 2),)
+
+
+def factor_pair(epsilon: float = 1.0, rows: int = 500) -> Pair:
+    """Three binary columns in a chain (a → b → c, each copied with probability 0.8), ``rows`` rows, and
+    one row added where the chain is rarest (a = y, b = u, c = q). With cliques capped at one pair
+    (:data:`FACTOR_PAIR_LIMITS`) the tree holds two of the three pairs; at ε = 1 and 500 rows a typical
+    pair's signal-to-noise is about 16, so the fit runs a pair-factor round on the third pair (the audit
+    then covers the factor round's selection and measurement as well as the tree's)."""
+    g = np.random.default_rng(20261126)
+    a = g.random(rows) < 0.5
+    b = np.where(g.random(rows) < 0.8, a, ~a)
+    c = np.where(g.random(rows) < 0.8, b, ~b)
+    d = pd.DataFrame({"a": np.where(a, "x", "y"), "b": np.where(b, "u", "v"), "c": np.where(c, "p", "q")})
+    cols = tuple(CategoricalColumn(name=n, categories=v) for n, v in (("a", ("x", "y")), ("b", ("u", "v")),
+                                                                       ("c", ("p", "q"))))
+    added = pd.concat([d, pd.DataFrame({"a": ["y"], "b": ["u"], "c": ["q"]})], ignore_index=True)
+    return Pair("marginals: pair-factor round", Schema(cols), d, added,
+                {"epsilon": epsilon, "method": "marginals", "neighbours": "add-remove"},
+                settings=(("dpsynth.marginals.budget", "CLIQUE_LIMITS", FACTOR_PAIR_LIMITS),))
 
 
 # ---------------------------------------------------------------- planted bugs

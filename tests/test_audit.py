@@ -153,3 +153,25 @@ def test_unseen_category_under_the_error_policy_is_refused_before_any_spend(tmp_
         importlib.import_module("dpsynth.release").release(
             df, schema, epsilon=EPSILON, ledger=ledger, dataset_id="d", rng=noise.seeded_rng(1))
     assert ledger.spends() == []
+
+
+def test_the_nightly_factor_pair_reaches_a_pair_factor_round() -> None:
+    """The nightly audit's capped-clique pair (``benchmarks/audit_nightly.py``) exercises what it is for:
+    with its settings, every release of either dataset measures a pair outside the cliques in a factor
+    round, and the settings are undone afterwards."""
+    from dpsynth.marginals import budget
+    from tests.audit_tools import configured, marginals_pairs
+
+    pair = marginals_pairs()["marginals: pair-factor round"]
+    before = budget.CLIQUE_LIMITS
+
+    def factor_rounds(df: pd.DataFrame) -> list[int]:
+        rng = noise.seeded_rng(5)
+        rels = [importlib.import_module("dpsynth.release").release(df, pair.schema, rng=rng, **pair.options)
+                for _ in range(3)]
+        return [r.result.model.params["capacity"]["pair_factor_measurements"] for r in rels]
+
+    with configured(pair.settings):
+        assert budget.CLIQUE_LIMITS != before
+        assert all(k >= 1 for k in factor_rounds(pair.d) + factor_rounds(pair.d_prime))
+    assert budget.CLIQUE_LIMITS == before
