@@ -35,7 +35,7 @@ def build_card(
     schema = plan.schema
     rel = Neighbours.parse(r.neighbours)
     eps, dlt = r.epsilon, r.delta
-    stages = _stages(plan, result) + list(extra_stages or [])
+    stages = _row_count_stage(plan) + _stages(plan, result) + list(extra_stages or [])
     if values is not None:
         d = values.describe()
         stage = {"stage": "value model: fine distribution of each numeric column (hierarchical histograms)",
@@ -88,6 +88,7 @@ def build_card(
         "mechanism": _mechanism(plan, result),
         "released_tables": result.card_entry(),
         "value_model": (({"rho": plan.budget.rho_values, "share_of_rho": plan.budget.rho_values / plan.budget.rho_total}
+                          | ({"share_rule": _share_rule(plan)} if plan.budget.adaptive else {})
                           if plan.budget.composition == "zcdp" else
                           {"epsilon": plan.budget.epsilon_values, "share_of_epsilon": plan.budget.epsilon_values / eps})
                          | {"stage": values.describe()} if values is not None else None),
@@ -106,6 +107,30 @@ def build_card(
         "warnings": warnings,
         "software": _versions(),
     }
+
+
+def _row_count_stage(plan: Any) -> list[dict[str, Any]]:
+    """The noisy row count that set an adaptive budget split (none for a fixed share)."""
+    if not plan.budget.adaptive:
+        return []
+    from dpsynth.pipeline import row_count_mechanism
+
+    m = row_count_mechanism(plan).describe()
+    return [{"stage": "noisy row count: sets the value model's share of the budget", "mechanism": m["mechanism"],
+             "guarantee": f"{plan.budget.rho_rows:.6g}-zCDP", "rho": plan.budget.rho_rows, "sigma": m["sigma"],
+             "released": {"noisy_rows": plan.budget.noisy_rows}, "rule": _share_rule(plan)}]
+
+
+def _share_rule(plan: Any) -> str:
+    """How the noisy row count set the value model's share (card wording)."""
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, VALUE_RHO_SHARE_MAX, VALUE_SHARE_FULL_SIZE
+
+    b = plan.budget
+    share = b.rho_values / max(b.rho_total - b.rho_rows, 1e-300)
+    return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
+            f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
+            f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; here n̂ = {b.noisy_rows:,} and √ρ = {b.rho_total ** 0.5:.4g}"
+            " (post-processing of the released count)")
 
 
 def _stages(plan: Any, result: Any) -> list[dict[str, Any]]:
@@ -133,10 +158,14 @@ def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
     tail = " The stages listed compose by basic composition: their ε and δ add up to the totals above." if extra else ""
     if plan.budget.composition == "zcdp":
         # the value model's stage is composed in ρ just below; only further stages add up in (ε, δ)
-        others = len(stages) - (1 if plan.method == "histogram" else len(result.model.stages)) - 1
+        counted = 1 if plan.budget.adaptive else 0
+        others = len(stages) - (1 if plan.method == "histogram" else len(result.model.stages)) - 1 - counted
         tail = (" The other stages listed compose with these by basic composition: their ε and δ add up to the"
                 " totals above." if others > 0 else "")
-        tail = (f" zCDP composition of two parts: the {plan.method} method is ρ = {plan.budget.rho_main:.6g}-zCDP (alone"
+        first = (f" three parts: a noisy row count ρ_n = {plan.budget.rho_rows:.6g}-zCDP, which sets the split of the"
+                 " rest (adaptive composition: the split is a function of the released count);"
+                 if counted else " two parts:")
+        tail = (f" zCDP composition of{first} the {plan.method} method is ρ = {plan.budget.rho_main:.6g}-zCDP (alone"
                 f" ({plan.budget.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
                 f" ρ_v = {plan.budget.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"
                 f" {plan.budget.rho_total:.6g}, which is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP by Canonne,"

@@ -10,7 +10,9 @@ the command line and the dashboard (uploads and server files) all call :func:`ru
                                                 are refused here (an engine is only a counter)
              dataset identity                   one budget per table, whatever its file form
     charge   ledger.charge (durable)            refused if over budget: nothing spent
-    measure  the plan's mechanisms              exact discrete noise (dpsynth.mechanisms)
+    measure  the plan's mechanisms              exact discrete noise (dpsynth.mechanisms); an adaptive
+                                                split (marginals, default value share) first releases a
+                                                noisy row count and resolves the budget from it
     write    one writer for every path          card, tables, synthetic rows (dpsynth.writer)
 
 The engine (pandas, DuckDB, Spark) counts and nothing more: for the same seed the released bytes
@@ -25,7 +27,7 @@ import os
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +161,9 @@ def run(
                 on_charged(ds)
 
         # ---- measure
+        if plan.budget.adaptive:  # the value model's share of the budget follows a noisy row count, measured first
+            plan = replace(plan, budget=plan.budget.resolve(_noisy_rows(counted, plan, rng), request.epsilon,
+                                                            request.delta))
         say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
         result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
         values = None
@@ -319,6 +324,22 @@ def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
 
         return read_table(source, limits=(options or {}).get("limits", Limits()))
     raise InputError(f"The in-memory engine releases a DataFrame or a file, not a {type(source).__name__}.")
+
+
+def row_count_mechanism(plan: ReleasePlan) -> Any:
+    """The discrete Gaussian of the noisy row count that sets an adaptive budget split: ρ_n =
+    ``plan.budget.rho_rows``, calibrated as a one-cell histogram (squared L2 sensitivity k² under
+    add-remove, 2k² under replace-one, where the true count moves by less)."""
+    from dpsynth.mechanisms import DiscreteGaussian
+
+    r = plan.request
+    return DiscreteGaussian.from_rho(plan.budget.rho_rows, r.delta, r.neighbours, r.max_contributions)
+
+
+def _noisy_rows(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator) -> int:
+    """The released noisy count of the rows (after contribution bounding): ``plan.budget.rho_rows``-zCDP."""
+    n = int(np.sum(counted.weights)) if counted.weights is not None else len(counted.codes)
+    return int(row_count_mechanism(plan)(np.array([n], dtype=np.int64), rng=rng)[0])
 
 
 def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress) -> Any:

@@ -7,7 +7,10 @@ of the engine that will count it, or of the file that holds it. So the method, t
 the stages and their budgets, the representation of the released tables and the list of
 artifacts are the same whichever interface or engine runs the release (a property of the data,
 such as its size, cannot pick a branch that shows in the output). The dashboard's previews, the
-CLI's ``preview`` and the release itself all read the same :class:`ReleasePlan`.
+CLI's ``preview`` and the release itself all read the same :class:`ReleasePlan`. One budget is
+settled later, and only from a released value: with the marginals method and the default value share,
+the plan reserves ρ_n for a noisy row count measured first, and the split of the rest between the
+method and the value model follows that count (:meth:`BudgetSplit.resolve`).
 
 :func:`check_plan` refuses, before anything is charged, everything that can be known without the
 data: labels that would collide once written, too many synthetic rows, a domain too large for the
@@ -17,7 +20,7 @@ method, a threshold where it does not apply.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dpsynth.errors import InputError
@@ -102,6 +105,28 @@ class BudgetSplit:
     rho_values: float = 0.0
     rho_main: float = 0.0
     rho_total: float = 0.0
+    #: ρ of the noisy row count that sets the value model's share (:func:`dpsynth.value_model.value_rho_share`;
+    #: the marginals method's default); 0 when the share is fixed. Until :meth:`resolve`, ``rho_values``
+    #: and ``rho_main`` are those of the default share, to be replaced.
+    rho_rows: float = 0.0
+    #: the released noisy row count the split was resolved with (None: not resolved, or a fixed share)
+    noisy_rows: int | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the value model's share is set by a noisy row count measured first (:meth:`resolve`)."""
+        return self.rho_rows > 0
+
+    def resolve(self, noisy_rows: int, epsilon: float, delta: float) -> BudgetSplit:
+        """The split of an (ε, δ) release for its released noisy row count: the value model gets
+        :func:`dpsynth.value_model.value_rho_share` of the ρ left after the count, the main method the rest."""
+        from dpsynth.value_model import value_rho_share
+
+        if not self.adaptive:
+            raise InputError("This budget split has a fixed share; there is nothing to resolve.")
+        left = (self.rho_total - self.rho_rows) * (1 - 1e-12)
+        split = _zcdp_split(left, value_rho_share(noisy_rows, self.rho_total), delta, epsilon)
+        return replace(split, rho_total=self.rho_total, rho_rows=self.rho_rows, noisy_rows=int(noisy_rows))
 
     @property
     def has_values(self) -> bool:
@@ -199,6 +224,9 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
         representation = "model"
         mech = None
         artifacts = ("synthetic.csv", "marginals.csv", "model.json", "schema.json", "card.json", "card.md")
+        # the model's default value share follows the table's size, read from a noisy row count measured first
+        split = split_budget(request.epsilon, request.delta, schema, request.value_share, request.mechanism,
+                             adaptive=True)
     if split.has_values:
         artifacts = (*artifacts[:-3], "value_model.json", *artifacts[-3:])
     return ReleasePlan(request=request, method=method, why=why, representation=representation, mechanism=mech,
@@ -206,7 +234,7 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
 
 
 def split_budget(epsilon: float, delta: float, schema: Schema, value_share: float | None,
-                 mechanism: str = "auto") -> BudgetSplit:
+                 mechanism: str = "auto", adaptive: bool = False) -> BudgetSplit:
     """How (ε, δ) is shared between the main method and the value model; a function of public inputs.
 
     With δ > 0 and a Gaussian main method (``mechanism`` not ``laplace``) both parts are accounted
@@ -214,11 +242,14 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
     default :data:`dpsynth.value_model.DEFAULT_VALUE_RHO_SHARE`) and the main method ρ − ρ_v, which it
     receives as ε_main = ε(ρ − ρ_v, δ); ρ adds up (Bun & Steinke 2016, Lemma 2.3), so the release is
     (ε, δ)-DP. The marginals method turns ε_main back into its ρ with the same conversion; that
-    round trip is checked here to stay within ρ − ρ_v. Otherwise (δ = 0, or Laplace asked) the split
-    is :func:`split_value_budget`'s basic composition of pure ε_v and (ε − ε_v, δ).
+    round trip is checked here to stay within ρ − ρ_v. ``adaptive`` (the marginals method with the
+    default share): a noisy row count first costs ρ_n = :data:`dpsynth.value_model.ROW_COUNT_RHO_SHARE`·ρ
+    and sets the share of the rest (:meth:`BudgetSplit.resolve`; ρ_n + ρ_v + ρ_main ≤ ρ, adaptive zCDP
+    composition, the share being post-processing of the released count). Otherwise (δ = 0, or Laplace
+    asked) the split is :func:`split_value_budget`'s basic composition of pure ε_v and (ε − ε_v, δ).
     """
     from dpsynth import zcdp
-    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, value_columns
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, ROW_COUNT_RHO_SHARE, value_columns
 
     zcdp_path = delta > 0 and (mechanism or "auto").lower() != "laplace"
     if not zcdp_path or not value_columns(schema) or value_share == 0:
@@ -226,15 +257,27 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
         return BudgetSplit(epsilon_main=main, epsilon_values=ev)
     share = _check_share(DEFAULT_VALUE_RHO_SHARE if value_share is None else value_share)
     rho_total = zcdp.rho_from_epsilon(epsilon, delta)
-    rho_values = rho_total * share
-    rho_main = (rho_total - rho_values) * (1 - 1e-12)  # float sums: never a hair over ρ_total
+    if not (adaptive and value_share is None):
+        return replace(_zcdp_split(rho_total, share, delta, epsilon), rho_total=rho_total)
+    rho_rows = rho_total * ROW_COUNT_RHO_SHARE
+    split = _zcdp_split((rho_total - rho_rows) * (1 - 1e-12), share, delta, epsilon)
+    return replace(split, rho_total=rho_total, rho_rows=rho_rows)
+
+
+def _zcdp_split(rho: float, share: float, delta: float, epsilon: float) -> BudgetSplit:
+    """ρ shared as ρ_v = share·ρ and ρ_main = ρ − ρ_v, with ε_main = ε(ρ_main, δ) stepped down until the
+    main method's own conversion back to ρ stays within ρ_main (``rho_total`` is set by the caller)."""
+    from dpsynth import zcdp
+
+    rho_values = rho * share
+    rho_main = (rho - rho_values) * (1 - 1e-12)  # float sums: never a hair over ρ
     # the main method re-derives its ρ from ε_main (and a hair below, see marginals.budget.Plan):
-    # step ε_main down until that ρ and ρ_v fit in ρ_total
+    # step ε_main down until that ρ and ρ_v fit in ρ
     eps_main = zcdp.epsilon_from_rho(rho_main, delta)
     while zcdp.rho_from_epsilon(eps_main, delta) > rho_main:
         eps_main = math.nextafter(eps_main, 0.0) * (1 - 1e-12)
     return BudgetSplit(epsilon_main=min(eps_main, float(epsilon)), rho_values=rho_values, rho_main=rho_main,
-                       rho_total=rho_total)
+                       rho_total=rho)
 
 
 def _check_share(value_share: float) -> float:

@@ -43,7 +43,9 @@ level) pairs and Δ₂² the squared L2 sensitivity of one level (a histogram: :
 each level is then Δ₂²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Thm 4) and the L levels compose
 to ρ_v (Bun & Steinke 2016, Lemma 2.3), also adaptively. The release adds ρ_v to the main method's
 ρ and converts the sum to (ε, δ) once: with the default 6% of ρ for the values the main method keeps 94% of ρ
-rather than the 82% that ε − 0.1ε buys (ε = 1, δ = 1e-9), and every node has less noise as well.
+rather than the 82% that ε − 0.1ε buys (ε = 1, δ = 1e-9), and every node has less noise as well. The
+marginals method's default share grows to :data:`VALUE_RHO_SHARE_MAX` on small tables, set by a noisy row
+count measured first (:func:`value_rho_share`, :meth:`dpsynth.plan.BudgetSplit.resolve`).
 
 Pruning keeps huge grids (capital_gain: 100,000 whole numbers) fast and small: level 1 is measured
 in full; a node's children are measured only if its noisy count reached the public threshold
@@ -116,6 +118,31 @@ DEFAULT_VALUE_SHARE = 0.1
 #: KS at ε = 1 (benchmarks/bench_value_ks.py, 8 seeds) fell on Titanic 0.077 → 0.066 and on Adult
 #: subsamples 0.045 → 0.036 (5,000 rows) and 0.026 → 0.022 (10,000 rows). 8% began to cost joint accuracy.
 DEFAULT_VALUE_RHO_SHARE = 0.06
+#: The marginals method's default share grows as the table shrinks (:func:`value_rho_share`), up to this.
+#: Both the value model's error and the main model's noise scale as 1/(n·√ρ), but KS ≤ 0.03 is an
+#: absolute target that large tables meet with room to spare and tables of a few thousand rows miss:
+#: paired whole releases at ε = 1 (benchmarks/bench_value_share.py, 0.06 → 0.12) took Titanic's KS
+#: 0.059 → 0.044 for −0.0007 ± 0.0016 / −0.0002 ± 0.0021 of 2-/3-way TVD (24 seeds), Adult at 5,000
+#: rows 0.031 → 0.028 for +0.0013 ± 0.0016 / +0.0017 ± 0.0022, a generated mixed table at 5,000 rows
+#: 0.040 → 0.032 for +0.0018 ± 0.0010 / +0.0029 ± 0.0013; 0.16 bought less KS (0.040, 0.029, 0.030)
+#: for about twice the TVD.
+VALUE_RHO_SHARE_MAX = 0.12
+#: n̂·√ρ (noisy rows times the root of the release's ρ) at and above which the share is
+#: :data:`DEFAULT_VALUE_RHO_SHARE`; below it the share grows as 1/(n̂·√ρ)², reaching
+#: :data:`VALUE_RHO_SHARE_MAX` at 5,000 rows at ε = 1, δ = 1e-9 (about 7,000 rows or fewer get more than 6%).
+VALUE_SHARE_FULL_SIZE = 866.0
+#: Share of ρ spent on the noisy row count that sets the marginals method's split (:func:`value_rho_share`):
+#: σ ≈ 58 rows at ε = 1, δ = 1e-9, against a rule that changes by a factor of 2 over ±30% of the rows.
+ROW_COUNT_RHO_SHARE = 0.005
+
+
+def value_rho_share(noisy_rows: float, rho: float) -> float:
+    """The value model's share of ρ for a table of ``noisy_rows`` (a released noisy count) at total ρ:
+    :data:`DEFAULT_VALUE_RHO_SHARE`·(:data:`VALUE_SHARE_FULL_SIZE`/(n̂·√ρ))², between that default and
+    :data:`VALUE_RHO_SHARE_MAX` (post-processing of the noisy count: it costs nothing more)."""
+    m = max(float(noisy_rows), 1.0) * math.sqrt(max(float(rho), 1e-300))
+    share = DEFAULT_VALUE_RHO_SHARE * (VALUE_SHARE_FULL_SIZE / m) ** 2
+    return float(min(VALUE_RHO_SHARE_MAX, max(DEFAULT_VALUE_RHO_SHARE, share)))
 
 #: Pseudo-count, in noise standard deviations, that a child below the threshold adds to its clamped
 #: consistent count when its parent's remainder is split (0: in proportion to the noisy counts alone).

@@ -602,6 +602,76 @@ def test_zcdp_split_never_exceeds_rho(eps: float, delta: float, share: float | N
     assert split_budget(eps, delta, cat, share).epsilon_main == eps
 
 
+@pytest.mark.parametrize("eps", [0.05, 1.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-5])
+@pytest.mark.parametrize("noisy_rows", [-50, 0, 800, 2_207, 5_000, 6_500, 48_842, 10**9])
+def test_adaptive_split_stays_within_rho(eps: float, delta: float, noisy_rows: int) -> None:
+    """The marginals method's default split: a noisy row count (ρ_n) first, then the value model's share of the
+    rest from it; ρ_n + the main method's re-derived ρ + ρ_v stays within ρ(ε, δ) whatever the count."""
+    from dpsynth import zcdp
+    from dpsynth.plan import split_budget
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, ROW_COUNT_RHO_SHARE, VALUE_RHO_SHARE_MAX, value_rho_share
+
+    schema = _one(NumericColumn(name="x", lower=0, upper=1, bins=2))
+    total = zcdp.rho_from_epsilon(eps, delta)
+    sp = split_budget(eps, delta, schema, None, adaptive=True)
+    assert sp.adaptive and sp.rho_rows == pytest.approx(ROW_COUNT_RHO_SHARE * total) and sp.noisy_rows is None
+    done = sp.resolve(noisy_rows, eps, delta)
+    assert done.noisy_rows == noisy_rows and done.rho_rows == sp.rho_rows and done.rho_total == total
+    share = value_rho_share(noisy_rows, total)
+    assert DEFAULT_VALUE_RHO_SHARE <= share <= VALUE_RHO_SHARE_MAX
+    assert done.rho_values == pytest.approx(share * (total - sp.rho_rows))
+    assert done.rho_rows + zcdp.rho_from_epsilon(done.epsilon_main, delta) + done.rho_values <= total
+    assert zcdp.rho_from_epsilon(done.epsilon_main, delta) > 0.999 * done.rho_main
+    with pytest.raises(InputError):  # a fixed share has nothing to resolve
+        split_budget(eps, delta, schema, 0.1).resolve(noisy_rows, eps, delta)
+    # a share the caller sets, δ = 0 or a Laplace main method: no count, a fixed split as before
+    assert not split_budget(eps, delta, schema, 0.1, adaptive=True).adaptive
+    assert not split_budget(eps, 0.0, schema, None, adaptive=True).adaptive
+    assert not split_budget(eps, delta, schema, None, "laplace", adaptive=True).adaptive
+
+
+@given(n=st.floats(-1e3, 1e9), m=st.floats(-1e3, 1e9), rho=st.floats(1e-6, 50.0))
+def test_value_share_grows_as_the_table_shrinks(n: float, m: float, rho: float) -> None:
+    """The share is between the default and the cap, never larger for more rows, and the default for a large table."""
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, VALUE_RHO_SHARE_MAX, VALUE_SHARE_FULL_SIZE, value_rho_share
+
+    a, b = value_rho_share(n, rho), value_rho_share(m, rho)
+    assert DEFAULT_VALUE_RHO_SHARE <= a <= VALUE_RHO_SHARE_MAX
+    assert (a >= b) if n <= m else (a <= b)
+    assert value_rho_share(VALUE_SHARE_FULL_SIZE / rho**0.5, rho) == pytest.approx(DEFAULT_VALUE_RHO_SHARE)
+    assert value_rho_share(0.5 * VALUE_SHARE_FULL_SIZE / rho**0.5, rho) == VALUE_RHO_SHARE_MAX
+
+
+def test_release_measures_the_row_count_first_and_states_the_split() -> None:
+    """A marginals release with the default share: the card's first stage is the noisy row count (its ρ and σ,
+    the released count, the rule); the value model got the share the rule gives for that count, and the
+    three parts add up within ρ. With a share set by the caller there is no count."""
+    from dpsynth import zcdp
+    from dpsynth.value_model import value_rho_share
+
+    g = np.random.default_rng(4)
+    df = pd.DataFrame({"c": g.choice(["a", "b"], 1500), "x": g.integers(0, 100, 1500).astype(str)})
+    schema = Schema((CategoricalColumn(name="c", categories=("a", "b")), NumericColumn(name="x", lower=0, upper=100,
+                                                                                        bins=5)))
+    rel = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=2)
+    priv = rel.card["privacy"]
+    first = priv["stages"][0]
+    assert first["stage"].startswith("noisy row count") and first["mechanism"] == "discrete Gaussian"
+    n_hat = first["released"]["noisy_rows"]
+    assert abs(n_hat - 1500) < 6 * first["sigma"]
+    total = zcdp.rho_from_epsilon(1.0, 1e-9)
+    assert first["rho"] == pytest.approx(vm_module.ROW_COUNT_RHO_SHARE * total)
+    assert first["sigma"] == pytest.approx((1 / (2 * first["rho"])) ** 0.5, rel=1e-6)
+    assert rel.values.rho == pytest.approx(value_rho_share(n_hat, total) * (total - first["rho"]))
+    assert priv["rho_value_model"] == rel.values.rho and "three parts" in priv["composition"]
+    assert first["rho"] + priv["rho_main_method"] + priv["rho_value_model"] <= total
+    assert "share_rule" in rel.card["value_model"] and f"n̂ = {n_hat:,}" in first["rule"]
+    fixed = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=2, value_share=0.06)
+    assert not fixed.card["privacy"]["stages"][0]["stage"].startswith("noisy row count")
+    assert "share_rule" not in fixed.card["value_model"]
+
+
 def test_node_noise_is_discrete_gaussian_at_the_stated_variance() -> None:
     """One level (64 leaves): with a ρ budget every leaf's noise is discrete Gaussian with σ² = levels·Δ₂²/(2ρ)."""
     vm, z = _one_level_noise(12, rho=0.125)
