@@ -67,17 +67,21 @@ def counts(codes: np.ndarray, cols: tuple[int, ...], sizes: list[int]) -> np.nda
     return np.bincount(flat, minlength=int(np.prod(shape))).astype(float)
 
 
-def main() -> None:
-    args = _common.parse(["mst"])
+def setup(peer: str):  # noqa: ANN201 - (args, schema, codes, sizes, rng, names)
+    """Arguments, the coded table, a generator from ``--seed`` and mbi's column names; JAX in float64."""
+    args = _common.parse([peer])
     schema, codes, sizes = _common.load(args)
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    return args, schema, codes, sizes, np.random.default_rng(args.seed), [f"c{j}" for j in range(codes.shape[1])]
+
+
+def main() -> None:
+    args, schema, codes, sizes, rng, names = setup("mst")
     from mbi import Domain, LinearMeasurement, WeightedQuery, estimation
 
-    rng = np.random.default_rng(args.seed)
     n, d = codes.shape
-    names = [f"c{j}" for j in range(d)]
     t0 = time.perf_counter()
     rho = cdp_rho(args.epsilon, args.delta)
 

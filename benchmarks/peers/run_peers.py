@@ -44,6 +44,8 @@ PEERS: dict[str, tuple[str, str, bool, str]] = {
     "privbayes": ("datasynthesizer", "peer_privbayes.py", False, "privbayes"),
     # MST written from the paper on Private-PGM mbi 2.0.0 (PyPI ships no mechanisms).
     "mst-mbi2": ("mbi2", "peer_mbi2.py", True, "mst"),
+    # AIM written from the paper on mbi 2.0.0 (the yardstick is AIM on mbi 2.0).
+    "aim-mbi2": ("mbi2", "peer_aim_mbi2.py", True, "aim"),
 }
 
 # Installed in order into each environment; the lock file pins every transitive package.
@@ -178,7 +180,8 @@ def main() -> None:
                         synth = scoring.encode(scoring.read_csv(r["out"], schema), schema)
                         rec.update(scoring.score(real, synth, sizes), seconds=r["seconds"],
                                    wall=round(r["wall"], 1))
-                        rec.update({k: v for k, v in r.items() if k.startswith("sampler_gap") or k in ("rho", "tree")})
+                        kept = ("rho", "tree", "rounds", "measured")
+                        rec.update({k: v for k, v in r.items() if k.startswith("sampler_gap") or k in kept})
                     rec["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                     print(json.dumps(rec), flush=True)
                     with open(args.results, "a") as f:
