@@ -16,8 +16,8 @@ counts) over the public range [lower, upper] on the column's value grid — whol
 steps of 10, 100, …) giving at most :data:`AUTO_GRID_POINTS` points (never finer than 10^-9, and
 at least 2 points per bin); when whole numbers are a candidate as well (:class:`Precision`: the
 schema alone decides), the release chooses among them, the grids between them and the automatic
-grid (or, when that is whole numbers, a grid of up to :data:`FINE_GRID_POINTS` points) from one
-noisy histogram per column — its rows by the coarsest candidate grid each value lies on — that
+grid, and the finer ones up to :data:`FINE_GRID_POINTS` points (a finer grid only when the values lie
+on it: :attr:`Precision.fallback`) from one noisy histogram per column — its rows by the coarsest candidate grid each value lies on — that
 costs :data:`PRECISION_SHARE` of the value model's budget (split equally over those columns) and
 is measured first; the levels of the chosen grids share the rest (adaptive composition: the choice
 is post-processing of released counts). Undeclared whole numbers (age, counts of relatives, hours)
@@ -304,15 +304,22 @@ class Precision:
 
     Whole numbers are always a candidate, when every bin holds one and there are at most
     :data:`FINE_GRID_POINTS` of them on [lower, upper]; so is every grid between them and the
-    automatic grid (:func:`auto_decimals`), or, when the automatic grid is whole numbers, the
-    automatic grid of :data:`FINE_GRID_POINTS` points. Age, counts of relatives or working hours are
-    whole numbers that a schema often does not declare: on the automatic grid their values would
-    be smeared over 0.1 or 0.01 steps; a lab value with one decimal on [0, 20] would be smeared over
-    0.01 steps; capital gains are whole dollars, but the automatic grid of their wide range has
-    steps of 100; a fare with pence would be rounded to whole pounds.
+    automatic grid (:func:`auto_decimals`), and every finer one up to the finest of at most
+    :data:`FINE_GRID_POINTS` points. Age, counts of relatives or working hours are whole numbers that
+    a schema often does not declare: on the automatic grid their values would be smeared over 0.1 or
+    0.01 steps; a lab value with one decimal on [0, 20] would be smeared over 0.01 steps; capital
+    gains are whole dollars, but the automatic grid of their wide range has steps of 100; a fare with
+    pence would be rounded to whole pounds; a lab value with three decimals on [0, 50] would be
+    rounded to tenths, and its real values would stand between the synthetic ones (a KS distance of
+    about 0.02 at any ε on a skewed column, see ``bench_value_ks.py``).
+
+    ``fallback``: the grid when the counts cannot tell, or when the column's values lie off every
+    candidate (continuous values): the automatic grid, or, when that is whole numbers, the finest
+    candidate (None: the finest). A grid finer than it is chosen only for values that lie on it.
     """
 
     candidates: tuple[int, ...]
+    fallback: int | None = None
 
     @classmethod
     def of(cls, col: NumericColumn) -> Precision | None:
@@ -323,10 +330,12 @@ class Precision:
         if not (np.all(hi >= lo) and hi[-1] - lo[0] < FINE_GRID_POINTS):
             return None
         auto = auto_decimals(col)
-        other = auto if auto != 0 else max(auto_decimals(col, FINE_GRID_POINTS), 0)
-        if other == 0:
+        finest = auto_decimals(col, FINE_GRID_POINTS)
+        usual = auto if auto != 0 else max(finest, 0)
+        top = max(usual, finest, 0)
+        if top == 0 and usual == 0:
             return None
-        return cls(tuple(range(min(0, other), max(0, other) + 1)))
+        return cls(tuple(range(min(0, usual), top + 1)), None if max(0, usual) == top else max(0, usual))
 
     @property
     def coarse(self) -> int:
@@ -335,8 +344,8 @@ class Precision:
 
     @property
     def fine(self) -> int:
-        """The finest candidate (the grid when the counts cannot tell)."""
-        return self.candidates[-1]
+        """The grid when the counts cannot tell (the fallback, else the finest candidate)."""
+        return self.candidates[-1] if self.fallback is None else self.fallback
 
     def classes(self, values: np.ndarray) -> np.ndarray:
         """Per value, the index of the coarsest candidate grid it lies on (len(candidates): none)."""
@@ -351,13 +360,14 @@ class Precision:
         The coarsest candidate such that the column has enough rows to tell (their noisy total at
         least :data:`PRECISION_MIN_ROWS`·sd) and at most :data:`PRECISION_TOLERANCE` of them lie off
         it, up to :data:`PRECISION_Z` standard deviations of the noise of the count off it; otherwise
-        the finest. ``sd``: the standard deviation of one count's noise.
+        the fallback (:attr:`fine`). ``sd``: the standard deviation of one count's noise.
         """
         c = np.asarray(counts, dtype=np.float64)
         total = float(c.sum())
         if not (total > 0 and total >= PRECISION_MIN_ROWS * sd):
             return self.fine
-        for i, d in enumerate(self.candidates[:-1]):
+        last = len(self.candidates) if self.fallback is not None else len(self.candidates) - 1
+        for i, d in enumerate(self.candidates[:last]):
             off = float(c[i + 1:].sum())
             if off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(c) - 1 - i):
                 return d
@@ -618,7 +628,8 @@ class ValueModel:
                     "noisy_rows_by_coarsest_grid": dict(zip([*names, "none of them"], noisy, strict=True)),
                     "rule": f"the coarsest candidate off which at most {PRECISION_TOLERANCE:.0%} of the rows lie (up to"
                             f" {PRECISION_Z:g} noise standard deviations), when the rows number at least"
-                            f" {PRECISION_MIN_ROWS:g} standard deviations; else the finest",
+                            f" {PRECISION_MIN_ROWS:g} standard deviations; else "
+                            + ("the finest" if prec.fallback is None else f"multiples of 10^{-prec.fallback}"),
                     key: per_precision,
                 }
             if not t.nodes:
@@ -654,6 +665,8 @@ class ValueModel:
             if t.precision is not None:
                 prec, noisy = t.precision
                 out["precision"] = {"candidates": list(prec.candidates), "counts": list(noisy)}
+                if prec.fallback is not None:
+                    out["precision"]["fallback"] = prec.fallback
             return out
 
         return {
@@ -685,8 +698,10 @@ class ValueModel:
                 if len(nodes) != len(counts) or any(len(a) != len(b) for a, b in zip(nodes, counts, strict=True)):
                     raise InputError(f"Value model of {name!r}: nodes and counts do not match.")
                 p = t.get("precision")
-                prec = None if p is None else (Precision(tuple(int(d) for d in p["candidates"])),
-                                               tuple(int(k) for k in p["counts"]))
+                prec = None if p is None else (
+                    Precision(tuple(int(d) for d in p["candidates"]),
+                              None if p.get("fallback") is None else int(p["fallback"])),
+                    tuple(int(k) for k in p["counts"]))
                 if prec is not None and len(prec[1]) != len(prec[0].candidates) + 1:
                     raise InputError(f"Value model of {name!r}: its precision counts do not match its candidates.")
                 trees[str(name)] = ColumnTree(grid, nodes, counts, prec)

@@ -29,6 +29,11 @@ from dpsynth.schema import CategoricalColumn, Schema
 from tests.audit_tools import MUTANTS, audit, cp_lower, cp_upper, epsilon_lower_bound, pairs, planted
 
 RUNS = 10_000
+#: Selection runs per dataset and stage for the audits of correct pairs. With 1,000 the event chosen
+#: varies enough that the power check below is at the mercy of the seed: on "extreme value" seeds 0–3
+#: certified 0.187, 0.375, 0.374 and 0.359 of 0.5 (the first after a change that only shifted which
+#: draws each run gets); with 2,000, 0.284, 0.370, 0.373 and 0.410.
+SELECTION_RUNS = 2_000
 #: A planted bug must fail the audit even with a fifth of the runs (the bound only tightens with more
 #: runs, so failing the smaller audit means failing the full one; the nightly run uses 10⁴). This keeps
 #: the six mutant audits at a few seconds each.
@@ -85,7 +90,7 @@ def test_epsilon_bound_is_valid_and_tight_on_randomized_response() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(pairs(EPSILON)))
 def test_release_passes_the_audit(name: str, record_property: pytest.RecordProperty) -> None:
-    result = audit(pairs(EPSILON)[name], runs=RUNS)
+    result = audit(pairs(EPSILON)[name], runs=RUNS, selection_runs=SELECTION_RUNS)
     print(result.summary())
     record_property("eps_lb", round(result.eps_lb, 4))
     record_property("event", result.event)

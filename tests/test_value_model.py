@@ -249,20 +249,25 @@ def test_continuous_column_gets_an_automatic_grid_that_keeps_point_masses() -> N
 # ------------------------------------------------------------- the precision of undeclared columns
 
 
-@pytest.mark.parametrize(("lower", "upper", "bins", "expected"), [
-    (0, 10, 5, (0, 1, 2)),         # counts of relatives: whole numbers, tenths or the automatic 0.01 grid
-    (16, 96, 10, (0, 1)),          # age
-    (0, 600, 12, (0, 1, 2)),       # a fare: whole pounds (the automatic grid), or finer up to pence
-    (0, 99_999, 10, (-2, -1, 0)),  # capital gains: the automatic steps of 100, of 10, or whole dollars
-    (0, 1_500_000, 10, None),      # too many whole numbers: the automatic grid only
-    (0, 1, 4, None),               # a bin without a whole number
+@pytest.mark.parametrize(("lower", "upper", "bins", "expected", "fallback"), [
+    (0, 10, 5, (0, 1, 2, 3, 4), 2),     # counts of relatives: whole numbers … 10^-4; values off all: the automatic 0.01
+    (16, 96, 10, (0, 1, 2, 3), 1),      # age: whole numbers, tenths (automatic), or finer when the values lie on it
+    (0, 600, 12, (0, 1, 2), None),      # a fare: whole pounds (the automatic grid), or finer up to pence
+    (0, 50, 10, (0, 1, 2, 3), 1),       # a lab value: up to thousandths (50,001 points), else tenths
+    (0, 99_999, 10, (-2, -1, 0), None), # capital gains: the automatic steps of 100, of 10, or whole dollars
+    (0, 5_000, 10, (-1, 0, 1), 0),      # money: steps of 10, whole, or tenths when the values lie on them
+    (0, 1_500_000, 10, None, None),     # too many whole numbers: the automatic grid only
+    (0, 1, 4, None, None),              # a bin without a whole number
 ])
 def test_precision_candidates_come_from_the_schema_alone(lower: float, upper: float, bins: int,
-                                                          expected: tuple[int, ...] | None) -> None:
-    from dpsynth.value_model import Precision
+                                                          expected: tuple[int, ...] | None, fallback: int | None) -> None:
+    from dpsynth.value_model import FINE_GRID_POINTS, Precision
 
     prec = Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins))
     assert (None if prec is None else prec.candidates) == expected
+    assert (None if prec is None else prec.fallback) == fallback
+    if prec is not None:  # no candidate has more than FINE_GRID_POINTS points
+        assert (upper - lower) * 10.0 ** prec.candidates[-1] < FINE_GRID_POINTS
     assert Precision.of(NumericColumn(name="x", lower=lower, upper=upper, bins=bins, decimals=3)) is None
 
 
@@ -279,6 +284,12 @@ def test_precision_classes_and_rule() -> None:
     assert p.choose((0, 0, 9_000, 1_000), sd=40) == 2     # finer than every candidate: the finest
     assert p.choose((150, -20, 3, 0), sd=40) == 2         # too few rows to tell
     assert p.choose((0, 0, 0, 0), sd=0.0) == 2
+    # with a fallback coarser than the finest candidate: the finest only for values on it
+    q = Precision((0, 1, 2, 3), fallback=1)
+    assert q.choose((0, 0, 40, 9_960, 0), sd=40) == 3      # every value on thousandths
+    assert q.choose((0, 0, 40, 960, 9_000), sd=40) == 1    # continuous values: the fallback, not the finest
+    assert q.choose((10_000, 50, 50, 0, 50), sd=40) == 0
+    assert q.choose((150, -20, 3, 0, 0), sd=40) == 1       # too few rows to tell: the fallback
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-9])
@@ -304,11 +315,36 @@ def test_undeclared_whole_numbers_come_out_whole_and_other_values_keep_their_dec
     assert stats.ks_2samp(fare, syn["fare"]).statistic < 0.15
     col = rel.card["value_model"]["stage"]["columns"]["age"]
     noisy = col["precision"]["noisy_rows_by_coarsest_grid"]
-    assert "estimated" in col["grid"] and list(noisy) == ["multiples of 10^0", "multiples of 10^-1", "none of them"]
+    assert "estimated" in col["grid"] and list(noisy) == [f"multiples of 10^-{d}" if d else "multiples of 10^0"
+                                                          for d in range(4)] + ["none of them"]
     assert noisy["multiples of 10^0"] > 4000
     from dpsynth.card import card_markdown
 
     assert "| age | numeric | [0, 100] in 10 bins; values on multiples of 10^0 (estimated" in card_markdown(rel.card)
+
+
+def test_values_finer_than_the_automatic_grid_keep_their_decimals_and_continuous_ones_do_not_deepen_it() -> None:
+    """A lab value with three decimals on [0, 50] (automatic grid: tenths) is released on thousandths, so its
+    real values do not stand between the synthetic ones; a continuous column keeps the automatic grid
+    (a finer one would only add levels); the choice survives the JSON round trip."""
+    rng = np.random.default_rng(12)
+    n = 20_000
+    lab = np.round(rng.lognormal(1, 0.5, n), 3)
+    cont = rng.lognormal(1, 0.5, n)
+    df = pd.DataFrame({"lab": lab, "cont": cont})
+    schema = Schema((NumericColumn(name="lab", lower=0, upper=50, bins=10),
+                     NumericColumn(name="cont", lower=0, upper=50, bins=10)))
+    rel = dpsynth.release(df, schema, epsilon=3.0, delta=1e-9, method="marginals", seed=5)
+    trees = rel.values.trees
+    assert trees["lab"].grid.decimals == 3 and trees["cont"].grid.decimals == 1
+    assert trees["lab"].precision[0].fallback == 1
+    syn = rel.synthetic
+    assert np.mean(np.round(syn["lab"] * 100) != syn["lab"] * 100) > 0.5  # thousandths survive
+    # on tenths the KS distance alone would be about 0.02 (real values between the synthetic ones)
+    assert stats.ks_2samp(lab, syn["lab"]).statistic < 0.02
+    back = ValueModel.from_dict(json.loads(rel.values.to_json()))
+    assert back.to_json() == rel.values.to_json() and back.trees["lab"].precision[0].fallback == 1
+    assert "else multiples of 10^-1" in rel.card["value_model"]["stage"]["columns"]["lab"]["precision"]["rule"]
 
 
 @pytest.mark.parametrize("planted_bug", [False, True])

@@ -35,10 +35,14 @@ from peer_mbi2 import cdp_rho, counts, setup
 MAX_SIZE_MB = 80.0
 ROUND_ITERS = 1000
 FINAL_ITERS = 3000
+#: Every new set of cliques compiles new programs; without dropping them, a 15-column run exhausted the
+#: process's memory maps after about 50 rounds (LLVM "Cannot allocate memory", exit -11).
+CLEAR_EVERY = 10
 
 
 def main() -> None:
     args, schema, codes, sizes, rng, names = setup("aim")
+    import jax
     from mbi import Domain, LinearMeasurement, estimation, junction_tree
 
     n, d = codes.shape
@@ -97,6 +101,8 @@ def main() -> None:
         model = est.estimate(domain, meas, iters=ROUND_ITERS, warm_start=model)
         after = np.asarray(model.project(clique).datavector())
         steps += 1
+        if steps % CLEAR_EVERY == 0:
+            jax.clear_caches()
         if np.abs(after - before).sum() <= math.sqrt(2 / math.pi) * sigma * x.size:
             sigma /= 2
             eps *= 2
