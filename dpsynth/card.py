@@ -113,9 +113,7 @@ def _row_count_stage(plan: Any) -> list[dict[str, Any]]:
     """The noisy row count that set an adaptive budget split (none for a fixed share)."""
     if not plan.budget.adaptive:
         return []
-    from dpsynth.pipeline import row_count_mechanism
-
-    m = row_count_mechanism(plan).describe()
+    m = plan.row_count_mechanism().describe()
     return [{"stage": "noisy row count: sets the value model's share of the budget", "mechanism": m["mechanism"],
              "guarantee": f"{plan.budget.rho_rows:.6g}-zCDP", "rho": plan.budget.rho_rows, "sigma": m["sigma"],
              "released": {"noisy_rows": plan.budget.noisy_rows}, "rule": _share_rule(plan)}]

@@ -326,20 +326,10 @@ def _frame(source: Any, options: dict[str, Any] | None) -> pd.DataFrame:
     raise InputError(f"The in-memory engine releases a DataFrame or a file, not a {type(source).__name__}.")
 
 
-def row_count_mechanism(plan: ReleasePlan) -> Any:
-    """The discrete Gaussian of the noisy row count that sets an adaptive budget split: ρ_n =
-    ``plan.budget.rho_rows``, calibrated as a one-cell histogram (squared L2 sensitivity k² under
-    add-remove, 2k² under replace-one, where the true count moves by less)."""
-    from dpsynth.mechanisms import DiscreteGaussian
-
-    r = plan.request
-    return DiscreteGaussian.from_rho(plan.budget.rho_rows, r.delta, r.neighbours, r.max_contributions)
-
-
 def _noisy_rows(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator) -> int:
     """The released noisy count of the rows (after contribution bounding): ``plan.budget.rho_rows``-zCDP."""
     n = int(np.sum(counted.weights)) if counted.weights is not None else len(counted.codes)
-    return int(row_count_mechanism(plan)(np.array([n], dtype=np.int64), rng=rng)[0])
+    return int(plan.row_count_mechanism()(np.array([n], dtype=np.int64), rng=rng)[0])
 
 
 def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress) -> Any:

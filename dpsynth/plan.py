@@ -186,6 +186,13 @@ class ReleasePlan:
             return self.request.rows
         return max(0, min(int(noisy_total), MAX_SYNTHETIC_ROWS))
 
+    def row_count_mechanism(self) -> DiscreteGaussian:
+        """The discrete Gaussian of the noisy row count that sets an adaptive budget split: ρ_n =
+        ``budget.rho_rows``, calibrated as a one-cell histogram (squared L2 sensitivity k² under
+        add-remove, 2k² under replace-one, where the true count moves by less)."""
+        r = self.request
+        return DiscreteGaussian.from_rho(self.budget.rho_rows, r.delta, r.neighbours, r.max_contributions)
+
     def describe(self) -> dict[str, Any]:
         """A plain summary for previews (pages, CLI ``preview``)."""
         r = self.request

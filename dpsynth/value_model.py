@@ -132,7 +132,7 @@ VALUE_RHO_SHARE_MAX = 0.12
 #: :data:`VALUE_RHO_SHARE_MAX` at 5,000 rows at ε = 1, δ = 1e-9 (about 7,000 rows or fewer get more than 6%).
 VALUE_SHARE_FULL_SIZE = 866.0
 #: Share of ρ spent on the noisy row count that sets the marginals method's split (:func:`value_rho_share`):
-#: σ ≈ 58 rows at ε = 1, δ = 1e-9, against a rule that changes by a factor of 2 over ±30% of the rows.
+#: σ ≈ 82 rows at ε = 1, δ = 1e-9, against a rule that changes by a factor of 2 over ±30% of the rows.
 ROW_COUNT_RHO_SHARE = 0.005
 
 
@@ -333,7 +333,7 @@ class Precision:
         finest = auto_decimals(col, FINE_GRID_POINTS)
         usual = auto if auto != 0 else max(finest, 0)
         top = max(usual, finest, 0)
-        if top == 0 and usual == 0:
+        if top == usual == 0:  # whole numbers are the automatic grid and the finest: nothing to choose
             return None
         return cls(tuple(range(min(0, usual), top + 1)), None if max(0, usual) == top else max(0, usual))
 

@@ -389,16 +389,10 @@ def _collect_job(job: tuple[Any, ...]) -> Outputs:
 @contextmanager
 def configured(settings: tuple[tuple[str, str, Any], ...]) -> Iterator[None]:
     """Set a pair's public constants (:attr:`Pair.settings`) for the duration of a block."""
-    undo = []
-    for module, attr, value in settings:
-        mod = importlib.import_module(module)
-        undo.append((mod, attr, getattr(mod, attr)))
-        setattr(mod, attr, value)
-    try:
+    with _patching() as setattr_:
+        for module, attr, value in settings:
+            setattr_(importlib.import_module(module), attr, value)
         yield
-    finally:
-        for mod, attr, value in reversed(undo):
-            setattr(mod, attr, value)
 
 
 _POOL: dict[int, Any] = {}
@@ -661,17 +655,24 @@ MUTANTS: dict[str, tuple[Patch, str]] = {
 
 
 @contextmanager
-def planted(name: str) -> Iterator[None]:
-    """Plant a mutant for the duration of a block (for scripts; tests use monkeypatch)."""
+def _patching() -> Iterator[Callable[[Any, str, Any], None]]:
+    """A ``setattr`` whose every change is undone when the block ends."""
     undo: list[tuple[Any, str, Any]] = []
 
     def setattr_(obj: Any, attr: str, value: Any) -> None:
         undo.append((obj, attr, obj.__dict__[attr] if attr in vars(obj) else getattr(obj, attr)))
         setattr(obj, attr, value)
 
-    MUTANTS[name][0](setattr_)
     try:
-        yield
+        yield setattr_
     finally:
         for obj, attr, value in reversed(undo):
             setattr(obj, attr, value)
+
+
+@contextmanager
+def planted(name: str) -> Iterator[None]:
+    """Plant a mutant for the duration of a block (for scripts; tests use monkeypatch)."""
+    with _patching() as setattr_:
+        MUTANTS[name][0](setattr_)
+        yield
