@@ -115,6 +115,18 @@ def count_query_sensitivity(neighbours: Neighbours | str, max_contributions: int
     return _check_k(max_contributions)
 
 
+def rounding_gap_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) -> int:
+    """Sensitivity of max_x |#{v ≤ x} − #{r(v) ≤ x}|, the rows between their values and their values
+    rounded by a fixed map r (a KS distance in rows): k under add-remove, 2k under replace-one.
+
+    Each row adds +1 or −1 to the difference at every x between v and r(v) and 0 elsewhere, so adding
+    or removing k rows moves every x's difference, hence its largest magnitude, by at most k; a
+    replacement removes k such terms and adds k others, which may have the opposite sign: 2k.
+    """
+    k = _check_k(max_contributions)
+    return k if Neighbours.parse(neighbours) is Neighbours.ADD_REMOVE else 2 * k
+
+
 def rank_sensitivity(neighbours: Neighbours | str, max_contributions: int = 1) -> int:
     """Sensitivity of the quantile utility −|rank − q·n| (Smith 2011): k under either relation.
 

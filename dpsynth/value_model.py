@@ -22,7 +22,16 @@ costs :data:`PRECISION_SHARE` of the value model's budget (split equally over th
 is measured first; the levels of the chosen grids share the rest (adaptive composition: the choice
 is post-processing of released counts). Undeclared whole numbers (age, counts of relatives, hours)
 then come out whole instead of smeared over a 0.01 grid, a lab value with one decimal keeps it,
-and a fare keeps its pence.
+and a fare keeps its pence. (The regular candidates start at the coarsest grid with a point in every
+bin; a column whose whole numbers are too many starts at its automatic grid.) Grids finer than
+:data:`FINE_GRID_POINTS`, up to :data:`EXACT_GRID_POINTS`, are *exact* candidates: the rows off every
+regular grid form one cell of that histogram, and a second one (:data:`EXACT_PRECISION_SHARE`) counts
+them by the coarsest exact grid they lie on; then the column's rounding gap — max_x |#{v ≤ x} − #{r(v) ≤ x}|
+for r the nearest point of the grid chosen so far (:func:`rounding_gap`, sensitivity 1 under
+add-remove, 2 under replace-one) — is measured (:data:`ROUNDING_GAP_SHARE_OF_BUDGET`), and a large one
+(:meth:`Precision.choose`) moves the column to the exact grid its values lie on, or, for values on
+none, to the grid 10^-k finer that makes the gap small. Each of these is a histogram or a count of
+its own with its own noise, chosen from released counts before it is measured (adaptive composition).
 Grids of more than :data:`MAX_LEAVES` points group consecutive grid points into equal leaves.
 Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
 (Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
@@ -94,6 +103,7 @@ from dpsynth.neighbours import (
     Neighbours,
     hierarchical_histogram_l1_sensitivity,
     histogram_l2_sensitivity_squared,
+    rounding_gap_sensitivity,
 )
 from dpsynth.randomness import systematic_uniforms
 from dpsynth.schema import NumericColumn, Schema, grid_ranges
@@ -210,7 +220,8 @@ class ColumnGrid:
         lo, hi = _grid_ranges(col.edges(), d)
         first, last = int(lo[0]), int(hi[-1])
         points = last - first + 1
-        width = -(-points // MAX_LEAVES)
+        # an estimated grid was chosen because the values lie on it: one leaf per grid point
+        width = -(-points // (EXACT_GRID_POINTS if decimals is not None and not declared else MAX_LEAVES))
         leaves = -(-points // width)
         b = max(2, int(max_branching))
         levels = max(1, math.ceil(math.log(leaves) / math.log(b) - 1e-12)) if leaves > 1 else 1
@@ -286,9 +297,34 @@ def _grid_ranges(edges: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
 #: Grid points of the finest grid a column with no declared precision may get: 64³ (fares in pounds
 #: and pence on [0, 600], or whole numbers up to 262,143, are exact on it).
 FINE_GRID_POINTS = 64**3
+#: Grid points of the finest grid a column with no declared precision may get when its values lie on it and
+#: rounding to a coarser grid would move them far (:data:`ROUNDING_GAP_SHARE`): 2^30,
+#: so values stored with six or seven significant digits (logarithms, ratios, rates of a survey's coding)
+#: keep them. Rounded to a coarser grid such values no longer equal the real ones, and where they repeat
+#: the gap shows at any ε: on the RAND Health Insurance Experiment extract (20,190 rows; statsmodels'
+#: ``randhie``), ln(coinsurance + 1) takes five values such as 3.258096, and on hundredths the KS distance of
+#: that column was 0.20 (the rounding alone 0.20); four of its six numeric columns were 0.12–0.20.
+EXACT_GRID_POINTS = 1 << 30
+#: An exact grid replaces the regular one only when the noisy count of rows by which rounding to the
+#: regular grid would shift the column's distribution (its KS distance in rows, :func:`rounding_gap`, a
+#: measurement of its own) is at least this share of the rows … A continuous column whose values have
+#: many digits loses little by rounding (Adult's fnlwgt, whole numbers on [0, 1,500,000]: 0.0036 on
+#: steps of 1,000) and its deeper tree would cost the other columns' noise (mean KS at 5,000 rows
+#: 0.030 → 0.033); the RAND extract loses 0.12–0.20 per column.
+ROUNDING_GAP_SHARE = 0.01
+#: … and at least this many standard deviations of its noise.
+ROUNDING_GAP_Z = 3.0
 #: Share of the value model's budget spent on the precision counts (split equally over the columns
 #: that have a :class:`Precision` to choose; none is spent when no column has one).
 PRECISION_SHARE = Fraction(1, 10)
+#: Share of the value model's budget spent, when some column has exact candidates, on their second
+#: histograms (split equally over those columns: their rows off every regular grid, by the coarsest exact
+#: grid they lie on; the first histogram keeps one class for all of them, so the choice among regular
+#: grids is as accurate as before the exact grids existed) …
+EXACT_PRECISION_SHARE = Fraction(1, 50)
+#: … and on their rounding gaps (:data:`ROUNDING_GAP_SHARE`). Together 5% of the value model's budget:
+#: the levels' noise grows by 3%.
+ROUNDING_GAP_SHARE_OF_BUDGET = Fraction(3, 100)
 #: Share of a column's rows a candidate grid may leave off and still be chosen (they are rounded to its nearest point).
 PRECISION_TOLERANCE = 0.02
 #: The noisy count of rows off a candidate grid may exceed the tolerance by this many noise standard deviations …
@@ -316,26 +352,45 @@ class Precision:
     ``fallback``: the grid when the counts cannot tell, or when the column's values lie off every
     candidate (continuous values): the automatic grid, or, when that is whole numbers, the finest
     candidate (None: the finest). A grid finer than it is chosen only for values that lie on it.
+
+    ``regular``: how many of the candidates have at most :data:`FINE_GRID_POINTS` points (None: all);
+    the finer ones, up to :data:`EXACT_GRID_POINTS`, are *exact* candidates (:meth:`choose`).
     """
 
     candidates: tuple[int, ...]
     fallback: int | None = None
+    regular: int | None = None
 
     @classmethod
     def of(cls, col: NumericColumn) -> Precision | None:
-        """The choice of ``col``, or None when it declares a grid or whole numbers are not a candidate."""
+        """The choice of ``col`` (the schema alone decides), or None when it declares a grid or has none to choose.
+
+        Regular candidates: from whole numbers (or the automatic grid, when it is coarser) to the finest
+        grid of at most :data:`FINE_GRID_POINTS` points — but never a grid that misses a bin, so a
+        column on [0, 1] starts at tenths, and one whose whole numbers are too many starts at its
+        automatic grid. Exact candidates: the finer grids up to :data:`EXACT_GRID_POINTS` points.
+        """
         if col.grid_decimals is not None:
             return None
-        lo, hi = _grid_ranges(col.edges(), 0)
-        if not (np.all(hi >= lo) and hi[-1] - lo[0] < FINE_GRID_POINTS):
-            return None
         auto = auto_decimals(col)
-        finest = auto_decimals(col, FINE_GRID_POINTS)
-        usual = auto if auto != 0 else max(finest, 0)
-        top = max(usual, finest, 0)
-        if top == usual == 0:  # whole numbers are the automatic grid and the finest: nothing to choose
+        finest = max(auto, auto_decimals(col, FINE_GRID_POINTS))
+        exact = max(finest, auto_decimals(col, EXACT_GRID_POINTS))
+        first = min(0, auto)
+        while first < auto and not np.all(np.greater_equal(*_grid_ranges(col.edges(), first)[::-1])):
+            first += 1
+        top = max(finest, first)
+        if first == exact:  # one grid: nothing to choose
             return None
-        return cls(tuple(range(min(0, usual), top + 1)), None if max(0, usual) == top else max(0, usual))
+        # when nothing fits: the automatic grid; whole numbers when it is coarser and they are regular;
+        # the finest regular grid when the automatic grid is whole numbers
+        fallback = auto if auto > 0 or finest < 0 else 0 if auto < 0 else finest
+        return cls(tuple(range(first, exact + 1)), None if fallback == top else fallback,
+                   None if exact == top else top - first + 1)
+
+    @property
+    def n_regular(self) -> int:
+        """How many candidates (the coarsest) have at most :data:`FINE_GRID_POINTS` points."""
+        return len(self.candidates) if self.regular is None else self.regular
 
     @property
     def coarse(self) -> int:
@@ -344,8 +399,8 @@ class Precision:
 
     @property
     def fine(self) -> int:
-        """The grid when the counts cannot tell (the fallback, else the finest candidate)."""
-        return self.candidates[-1] if self.fallback is None else self.fallback
+        """The grid when the counts cannot tell (the fallback, else the finest regular candidate)."""
+        return self.candidates[self.n_regular - 1] if self.fallback is None else self.fallback
 
     def classes(self, values: np.ndarray) -> np.ndarray:
         """Per value, the index of the coarsest candidate grid it lies on (len(candidates): none)."""
@@ -354,24 +409,85 @@ class Precision:
             out[~off_grid(values, self.candidates[i])] = i
         return out
 
-    def choose(self, counts: Sequence[int], sd: float) -> int:
-        """The grid from the released noisy counts of :meth:`classes` (post-processing).
+    @property
+    def n_counts(self) -> tuple[int, int]:
+        """Cells of the two histograms (:meth:`histograms`): regular, exact (0: none)."""
+        reg = self.n_regular
+        return reg + 1, 0 if self.regular is None else len(self.candidates) - reg + 1
 
-        The coarsest candidate such that the column has enough rows to tell (their noisy total at
-        least :data:`PRECISION_MIN_ROWS`·sd) and at most :data:`PRECISION_TOLERANCE` of them lie off
-        it, up to :data:`PRECISION_Z` standard deviations of the noise of the count off it; otherwise
-        the fallback (:attr:`fine`). ``sd``: the standard deviation of one count's noise.
-        """
-        c = np.asarray(counts, dtype=np.float64)
-        total = float(c.sum())
+    def histograms(self, values: np.ndarray) -> tuple[int, ...]:
+        """Exact counts of the values: by the coarsest regular grid each lies on (the last cell: none of
+        them), then, of the values in that last cell, by the coarsest exact grid (the last: none). Each
+        value is in one cell of the first and at most one of the second: both are histograms."""
+        cls = self.classes(values)
+        reg = self.n_regular
+        first = np.bincount(np.minimum(cls, reg), minlength=reg + 1)
+        if self.regular is None:
+            return tuple(int(k) for k in first)
+        second = np.bincount(cls[cls >= reg] - reg, minlength=len(self.candidates) - reg + 1)
+        return tuple(int(k) for k in first) + tuple(int(k) for k in second)
+
+    def regular_choice(self, counts: Sequence[int], sd: float) -> int:
+        """The grid from the released noisy counts of the first histogram (post-processing): among the
+        regular candidates, the coarsest such that the column has enough rows to tell (their noisy total
+        at least :data:`PRECISION_MIN_ROWS`·sd) and at most :data:`PRECISION_TOLERANCE` of them lie off
+        it, up to :data:`PRECISION_Z` standard deviations of the noise of the count off it; otherwise the
+        fallback (:attr:`fine`). ``sd``: the standard deviation of one count's noise."""
+        first = np.asarray(counts[:self.n_regular + 1], dtype=np.float64)
+        total = float(first.sum())
         if not (total > 0 and total >= PRECISION_MIN_ROWS * sd):
             return self.fine
-        last = len(self.candidates) if self.fallback is not None else len(self.candidates) - 1
-        for i, d in enumerate(self.candidates[:last]):
-            off = float(c[i + 1:].sum())
-            if off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(c) - 1 - i):
-                return d
-        return self.fine
+        last = self.n_regular if self.fallback is not None else self.n_regular - 1
+        return next((d for i, d in enumerate(self.candidates[:last]) if _fits(first, i, total, sd)), self.fine)
+
+    def choose(self, counts: Sequence[int], sd: float, sd_exact: float | None = None, sd_gap: float | None = None) -> int:
+        """The grid from all the released noisy counts (post-processing): :meth:`regular_choice`, unless the
+        column has exact candidates and the released rounding gap of the regular choice (the last count,
+        its noise ``sd_gap``) is at least :data:`ROUNDING_GAP_SHARE` of the rows and
+        :data:`ROUNDING_GAP_Z` standard deviations: then the coarsest exact candidate off which the
+        second histogram (its noise ``sd_exact``) puts at most :data:`PRECISION_TOLERANCE` of the rows
+        (no noise allowance here, unlike the regular choice: an exact grid one step too fine costs at
+        most a level of one column's tree, one too coarse rounds the values it was chosen to keep). When
+        no exact candidate holds the values (continuous values), the gap of a grid k decimals finer is
+        about 10^-k of it: the coarsest grid that brings it under a quarter of the threshold."""
+        chosen = self.regular_choice(counts, sd)
+        n1, n2 = self.n_counts
+        if not n2 or sd_exact is None or sd_gap is None or len(counts) != n1 + n2 + 1:
+            return chosen
+        c = np.asarray(counts, dtype=np.float64)
+        total = float(c[:n1].sum())
+        if not (total >= PRECISION_MIN_ROWS * sd and c[-1] >= max(ROUNDING_GAP_Z * sd_gap, ROUNDING_GAP_SHARE * total)):
+            return chosen
+        second = c[n1:n1 + n2]
+        j = next((j for j in range(n2 - 1) if float(second[j + 1:].sum()) <= PRECISION_TOLERANCE * total), None)
+        if j is not None:
+            return self.candidates[self.n_regular + j]
+        k = max(1, math.ceil(math.log10(float(c[-1]) / (ROUNDING_GAP_SHARE * total / 4))))
+        return min(chosen + k, self.candidates[-1])
+
+
+def _fits(cells: np.ndarray, i: int, total: float, sd: float) -> bool:
+    """Whether at most :data:`PRECISION_TOLERANCE` of ``total`` rows lie after cell ``i`` (up to noise)."""
+    off = float(cells[i + 1:].sum())
+    return off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(cells) - 1 - i)
+
+
+def rounding_gap(leaves: np.ndarray, weights: np.ndarray, finer: ColumnGrid, decimals: int) -> int:
+    """max_x |#{v ≤ x} − #{r(v) ≤ x}| over the rows (a KS distance in rows), v their values on the grid
+    ``finer`` (its occupied ``leaves`` and their counts), r the nearest point of the grid of ``decimals``
+    (coarser): how far rounding to that grid would move the column's distribution. Sensitivity:
+    :func:`dpsynth.neighbours.rounding_gap_sensitivity`."""
+    if len(leaves) == 0:
+        return 0
+    step = 10 ** (finer.decimals - decimals)
+    k = finer.first + np.asarray(leaves, dtype=np.int64) * finer.width
+    r = np.rint(k / step).astype(np.int64) * step
+    pos = np.concatenate([k, r])
+    w = np.concatenate([np.asarray(weights, dtype=np.int64), -np.asarray(weights, dtype=np.int64)])
+    order = np.argsort(pos, kind="stable")
+    pos, w = pos[order], w[order]
+    at = np.r_[pos[1:] != pos[:-1], True]  # the difference after all the rows at one position
+    return int(np.max(np.abs(np.cumsum(w)[at]), initial=0))
 
 
 def off_grid(values: np.ndarray, decimals: int) -> np.ndarray:
@@ -417,8 +533,7 @@ def count_column(values: np.ndarray, col: NumericColumn, max_branching: int = MA
         leaves[g.decimals] = (occ.astype(np.int64), n.astype(np.int64))
     if prec is None:
         return ColumnCounts(leaves)
-    classes = np.bincount(prec.classes(np.clip(v, col.lower, col.upper)), minlength=len(prec.candidates) + 1)
-    return ColumnCounts(leaves, tuple(int(k) for k in classes))
+    return ColumnCounts(leaves, prec.histograms(np.clip(v, col.lower, col.upper)))
 
 
 # ------------------------------------------------------------------------------- the mechanism
@@ -458,6 +573,10 @@ class ValueModel:
     sigma2: Fraction | None = None
     #: the noise of every precision count (:class:`Precision`): a discrete Laplace scale, or a Gaussian σ²
     precision_noise: Fraction | None = None
+    #: the noise of every count of the second precision histograms (rows off every regular grid), if any
+    exact_precision_noise: Fraction | None = None
+    #: the noise of every rounding gap (:func:`rounding_gap`), if any
+    rounding_gap_noise: Fraction | None = None
     _compiled: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -567,14 +686,32 @@ class ValueModel:
             return histogram_l2_sensitivity_squared(self.neighbours, self.max_contributions) / (2 * float(noise_parameter))
         return hierarchical_histogram_l1_sensitivity(self.neighbours, self.max_contributions, 1) / float(noise_parameter)
 
+    def gap_cost(self) -> float:
+        """What one noisy rounding gap costs: ε (Δ/scale) or ρ (Δ²/(2σ²)), Δ from
+        :func:`dpsynth.neighbours.rounding_gap_sensitivity`; 0 without any."""
+        if self.rounding_gap_noise is None:
+            return 0.0
+        dg = rounding_gap_sensitivity(self.neighbours, self.max_contributions)
+        if self.gaussian:
+            return dg * dg / (2 * float(self.rounding_gap_noise))
+        return dg / float(self.rounding_gap_noise)
+
     def describe(self) -> dict[str, Any]:
         """Release-card stage: mechanism, ε_v (or ρ_v), its split, sensitivity, sources."""
         per_level = self.unit_cost(self.sigma2 if self.gaussian else self.scale)
         per_precision = self.unit_cost(self.precision_noise) if self.precision_noise is not None else 0.0
+        per_exact = self.unit_cost(self.exact_precision_noise) if self.exact_precision_noise is not None else 0.0
+        per_exact += self.gap_cost()
+        exact_text = ("" if self.exact_precision_noise is None else
+                      f"; {float(EXACT_PRECISION_SHARE):.0%} split equally over the columns with grids of more than"
+                      f" {FINE_GRID_POINTS:,} points to choose from (their noisy counts of the rows off every coarser"
+                      f" grid, by the coarsest finer grid they lie on), and {float(ROUNDING_GAP_SHARE_OF_BUDGET):.0%}"
+                      " on their rounding gaps (the largest difference, in rows, between the distribution of their"
+                      " values and of their values rounded to the grid chosen so far)")
         split = (f"{float(PRECISION_SHARE):.0%} of it split equally over the columns whose grid is estimated (their"
-                 " noisy counts of rows by the coarsest candidate grid they lie on), the rest equally over every (column, level) pair"
-                 " of the chosen grids; " if self.precision_noise is not None else
-                 "split equally over every (column, level) pair; ")
+                 " noisy counts of rows by the coarsest candidate grid they lie on, one count for the rows off them all)"
+                 + exact_text + ", the rest equally over every (column, level) pair of the chosen grids; "
+                 if self.precision_noise is not None else "split equally over every (column, level) pair; ")
         if self.gaussian:
             noise_part: dict[str, Any] = {
                 "mechanism": "hierarchical histogram with discrete Gaussian noise per visited node, pruned by a public"
@@ -608,6 +745,13 @@ class ValueModel:
         if self.precision_noise is not None:
             noise_part["precision_count_noise"] = (f"σ² = {self.precision_noise}" if self.gaussian
                                                    else f"scale {self.precision_noise}")
+        if self.exact_precision_noise is not None:
+            noise_part["exact_precision_count_noise"] = (f"σ² = {self.exact_precision_noise}" if self.gaussian
+                                                         else f"scale {self.exact_precision_noise}")
+        if self.rounding_gap_noise is not None:
+            noise_part["rounding_gap_noise"] = (f"σ² = {self.rounding_gap_noise}" if self.gaussian
+                                                else f"scale {self.rounding_gap_noise}")
+            noise_part["rounding_gap_sensitivity"] = rounding_gap_sensitivity(self.neighbours, self.max_contributions)
         key = "rho" if self.gaussian else "epsilon"
 
         def column(t: ColumnTree) -> dict[str, Any]:
@@ -617,21 +761,34 @@ class ValueModel:
                     if t.precision is None else " (estimated: the column declares no precision)"),
                 "leaves": t.grid.leaves, "grid_points_per_leaf": t.grid.width,
                 "branching": t.grid.branching, "levels": len(t.nodes),
-                key: per_level * len(t.nodes) + (per_precision if t.precision is not None else 0.0),
+                key: per_level * len(t.nodes) + (per_precision if t.precision is not None else 0.0)
+                + (per_exact if t.precision is not None and t.precision[0].regular is not None else 0.0),
                 "visited_nodes": int(sum(len(n) for n in t.nodes)),
             }
             if t.precision is not None:
                 prec, noisy = t.precision
                 names = [f"multiples of 10^{-d}" for d in prec.candidates]
+                reg = prec.n_regular
+                regular_names = names[:reg] + ["none of them" if prec.regular is None else "none of these"]
                 out["precision"] = {
                     "candidates": names,
-                    "noisy_rows_by_coarsest_grid": dict(zip([*names, "none of them"], noisy, strict=True)),
+                    "noisy_rows_by_coarsest_grid": dict(zip(regular_names, noisy[:reg + 1], strict=True)),
                     "rule": f"the coarsest candidate off which at most {PRECISION_TOLERANCE:.0%} of the rows lie (up to"
                             f" {PRECISION_Z:g} noise standard deviations), when the rows number at least"
                             f" {PRECISION_MIN_ROWS:g} standard deviations; else "
-                            + ("the finest" if prec.fallback is None else f"multiples of 10^{-prec.fallback}"),
+                            + ("the finest" if prec.fallback is None else f"multiples of 10^{-prec.fallback}")
+                            + ("" if prec.regular is None else
+                               f"; among the grids of more than {FINE_GRID_POINTS:,} points (from multiples of"
+                               f" 10^{-prec.candidates[prec.n_regular]}), the coarsest that passes the same test"
+                               f" replaces it when the noisy rounding gap of that choice is at least"
+                               f" {ROUNDING_GAP_SHARE:.0%} of the rows and {ROUNDING_GAP_Z:g} noise standard deviations"),
                     key: per_precision,
                 }
+                if prec.regular is not None:
+                    out["precision"]["of_none_of_these_by_coarsest_exact_grid"] = dict(
+                        zip([*names[reg:], "none of them"], noisy[reg + 1:-1], strict=True))
+                    out["precision"]["noisy_rounding_gap_rows"] = noisy[-1]
+                    out["precision"][key] += per_exact
             if not t.nodes:
                 out["note"] = "every bin holds one grid point: the bin is the value, no tree is measured"
             return out
@@ -653,6 +810,10 @@ class ValueModel:
             else {"format": FORMAT, "epsilon": self.epsilon, "scale": str(self.scale)})
         if self.precision_noise is not None:
             head["precision_noise"] = str(self.precision_noise)
+        if self.exact_precision_noise is not None:
+            head["exact_precision_noise"] = str(self.exact_precision_noise)
+        if self.rounding_gap_noise is not None:
+            head["rounding_gap_noise"] = str(self.rounding_gap_noise)
 
         def column(t: ColumnTree) -> dict[str, Any]:
             out: dict[str, Any] = {
@@ -667,6 +828,8 @@ class ValueModel:
                 out["precision"] = {"candidates": list(prec.candidates), "counts": list(noisy)}
                 if prec.fallback is not None:
                     out["precision"]["fallback"] = prec.fallback
+                if prec.regular is not None:
+                    out["precision"]["regular"] = prec.regular
             return out
 
         return {
@@ -700,15 +863,18 @@ class ValueModel:
                 p = t.get("precision")
                 prec = None if p is None else (
                     Precision(tuple(int(d) for d in p["candidates"]),
-                              None if p.get("fallback") is None else int(p["fallback"])),
+                              None if p.get("fallback") is None else int(p["fallback"]),
+                              None if p.get("regular") is None else int(p["regular"])),
                     tuple(int(k) for k in p["counts"]))
-                if prec is not None and len(prec[1]) != len(prec[0].candidates) + 1:
+                if prec is not None and len(prec[1]) != sum(prec[0].n_counts) + (prec[0].regular is not None):
                     raise InputError(f"Value model of {name!r}: its precision counts do not match its candidates.")
                 trees[str(name)] = ColumnTree(grid, nodes, counts, prec)
-            pn = d.get("precision_noise")
+            pn, en, gn = d.get("precision_noise"), d.get("exact_precision_noise"), d.get("rounding_gap_noise")
             common = {"neighbours": Neighbours.parse(d["neighbours"]), "max_contributions": int(d["max_contributions"]),
                       "threshold": float(d["threshold"]), "trees": trees,
-                      "precision_noise": None if pn is None else Fraction(pn)}
+                      "precision_noise": None if pn is None else Fraction(pn),
+                      "exact_precision_noise": None if en is None else Fraction(en),
+                      "rounding_gap_noise": None if gn is None else Fraction(gn)}
             if d["format"] == FORMAT_GAUSSIAN:
                 return cls(epsilon=0.0, scale=None, rho=float(d["rho"]), sigma2=Fraction(d["sigma2"]), **common)
             return cls(epsilon=float(d["epsilon"]), scale=Fraction(d["scale"]), **common)
@@ -819,8 +985,18 @@ def fit_value_model_from_counts(
             return lambda size: noise.discrete_gaussian(param, size, rng=rng)
         return lambda size: noise.discrete_laplace(param, size, rng=rng)
 
-    # 1. the precision counts (PRECISION_SHARE of the budget), then each column's grid from them
+    # 1. the precision counts (PRECISION_SHARE of the budget, and EXACT_PRECISION_SHARE and
+    # ROUNDING_GAP_SHARE_OF_BUDGET for the second histograms and the rounding gaps when some column has
+    # exact candidates), then each column's grid from them
+    n_exact = sum(p is not None and p.regular is not None for p in precs.values())
     precision_noise = noise_for(n_prec, PRECISION_SHARE * budget) if n_prec else Fraction(0)
+    exact_noise = noise_for(n_exact, EXACT_PRECISION_SHARE * budget) if n_exact else None
+    gap_noise = None
+    if n_exact:
+        part = ROUNDING_GAP_SHARE_OF_BUDGET * budget
+        dg = rounding_gap_sensitivity(rel, max_contributions)
+        gap_noise = noise.rational_at_least(Fraction(dg * dg * n_exact) / (2 * part) if gaussian
+                                            else Fraction(dg * n_exact) / part)
     grids, chosen = {}, {}
     for col in cols:
         prec, c = precs[col.name], counts[col.name]
@@ -829,15 +1005,29 @@ def fit_value_model_from_counts(
             continue
         if c.precision is None:
             raise InputError(f"No precision counts were given for the numeric column {col.name!r}.")
-        if len(c.precision) != len(prec.candidates) + 1:
+        n1, n2 = prec.n_counts
+        if len(c.precision) != n1 + n2:
             raise InputError(f"The precision counts of {col.name!r} do not fit its {len(prec.candidates)} candidate grids.")
-        noisy = _measure_precision(c.precision, sampler(precision_noise))
+        sd = _noise_sd(precision_noise, gaussian)
+        noisy = _measure_precision(c.precision[:n1], sampler(precision_noise))
+        if n2:
+            assert exact_noise is not None and gap_noise is not None
+            noisy += _measure_precision(c.precision[n1:], sampler(exact_noise))
+            # how far rounding to the grid chosen so far would move the values (measured after that choice)
+            finest = ColumnGrid.of(col, max_branching, prec.candidates[-1])
+            if finest.decimals not in c.leaves:
+                raise InputError(f"No leaf counts were given for the grid of 10^{-finest.decimals} of {col.name!r}.")
+            gap = rounding_gap(*c.leaves[finest.decimals], finest, prec.regular_choice(noisy, sd))
+            noisy += _measure_precision((gap,), sampler(gap_noise))
         chosen[col.name] = (prec, noisy)
-        grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(noisy, _noise_sd(precision_noise, gaussian)))
+        grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(
+            noisy, sd, None if exact_noise is None else _noise_sd(exact_noise, gaussian),
+            None if gap_noise is None else _noise_sd(gap_noise, gaussian)))
     # 2. the rest of the budget, split equally over the levels of the chosen grids (none for a grid
     # with one point per bin)
     measured = {c.name: 0 if _one_point_per_bin_of(grids[c.name], c) else grids[c.name].levels for c in cols}
-    level_noise = noise_for(max(sum(measured.values()), 1), (1 - PRECISION_SHARE) * budget if n_prec else budget)
+    level_part = 1 - (PRECISION_SHARE if n_prec else 0) - (EXACT_PRECISION_SHARE + ROUNDING_GAP_SHARE_OF_BUDGET if n_exact else 0)
+    level_noise = noise_for(max(sum(measured.values()), 1), level_part * budget)
     b = max((g.branching for g in grids.values()), default=2)
     if gaussian:
         scale, sigma2 = None, level_noise
@@ -859,7 +1049,8 @@ def fit_value_model_from_counts(
         trees[col.name] = ColumnTree(tree.grid, tree.nodes, tree.counts, chosen.get(col.name))
     return ValueModel(epsilon=eps, neighbours=rel, max_contributions=int(max_contributions), scale=scale,
                       threshold=threshold, trees=trees, rho=rho_v, sigma2=sigma2,
-                      precision_noise=precision_noise if n_prec else None)
+                      precision_noise=precision_noise if n_prec else None, exact_precision_noise=exact_noise,
+                      rounding_gap_noise=gap_noise)
 
 
 def _noise_sd(param: Fraction, gaussian: bool) -> float:
@@ -898,10 +1089,14 @@ def _measure(leaves: np.ndarray, weights: np.ndarray, g: ColumnGrid, draw: Calla
              threshold: float) -> ColumnTree:
     """Noisy counts of the visited nodes, level by level, from the exact counts of the occupied leaves."""
     nodes, counts = [], []
+    # counts of the visited nodes from the occupied leaves alone: a grid may have 2^30 leaves
+    order = np.argsort(leaves, kind="stable")
+    occupied = np.asarray(leaves, dtype=np.int64)[order]
+    cum = np.r_[0, np.cumsum(np.rint(np.asarray(weights, dtype=np.float64)[order]).astype(np.int64))]
     visit = np.arange(g.n_nodes(1), dtype=np.int64)
     for level in range(1, g.levels + 1):
-        exact = np.bincount(leaves // g.node_width(level), weights=weights, minlength=g.n_nodes(level))[visit]
-        exact = np.rint(exact).astype(np.int64)
+        w = g.node_width(level)
+        exact = cum[np.searchsorted(occupied, (visit + 1) * w)] - cum[np.searchsorted(occupied, visit * w)]
         noisy = exact + draw(len(visit))
         nodes.append(visit)
         counts.append(noisy.astype(np.int64))
