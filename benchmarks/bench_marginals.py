@@ -15,6 +15,7 @@ given as a ratio to a fixed numpy workload timed in the same process (the machin
     python benchmarks/bench_marginals.py                       # Adult + Titanic, ε ∈ {1, 3, 10}, wide table
     python benchmarks/bench_marginals.py --seeds 5 --eps 1     # more seeds, one ε
     python benchmarks/bench_marginals.py --data ../shared/data --json out.json
+    python benchmarks/bench_marginals.py --only fair randhie   # after benchmarks/tables/fetch_tables.py --out <data>
 
 Seeds are for the benchmark only (reproducible comparison); releases use a secure generator.
 """
@@ -43,6 +44,8 @@ from dpsynth.marginals import fit_marginal_model  # noqa: E402
 from dpsynth.release import release  # noqa: E402
 from dpsynth.schema import NumericColumn, load_schema  # noqa: E402
 
+#: Public tables beyond Adult and Titanic (benchmarks/tables/fetch_tables.py writes their CSVs).
+EXTRA = ("fair", "randhie")
 #: Issue 14's targets.
 AIM_FACTOR, FLOOR_FACTOR, KS_TARGET, SECONDS_TARGET = 0.9, 1.3, 0.03, 5.0
 
@@ -135,7 +138,7 @@ def run_dataset(name: str, csv: Path, schema_path: Path, epsilons: list[float], 
         ts = f"{np.mean(secs):9.2f}" if secs else f"{'-':>9}"
         tr = f"{np.mean(secs) / unit:8.1f}" if secs else f"{'-':>8}"
         rf = (f"{np.mean(tv2) / floor[0]:.2f}/{np.mean(tv3) / floor[1]:.2f}" if floor and eps is not None else "-")
-        aim = AIM.get((name, eps))
+        aim = aim_reference(name, eps)
         ra = f"{np.mean(tv2) / aim[0]:.2f}/{np.mean(tv3) / aim[1]:.2f}" if aim else "-"
         print(f"{method:<34} {e:>5} {s2:>11} {s3:>11} {ts} {tr} {rf:>11} {ra:>11}", flush=True)
         results.append({"dataset": name, "method": method, "epsilon": eps, "delta": delta,
@@ -183,7 +186,7 @@ def targets(name: str, mine: dict[float, tuple[float, float, float, float, float
         return "met" if ok else "NOT met"
 
     lines = []
-    aim = AIM.get((name, 1.0))
+    aim = aim_reference(name, 1.0)
     if 1.0 in mine:
         t2, t3, ks, _gap, secs = mine[1.0]
         if aim:
@@ -281,6 +284,25 @@ def run_wide(delta: float, results: list[dict], n_rows: int = 50_000, n_cols: in
 AIM = {("adult", 1.0): (0.0195, 0.0432)}
 
 
+def aim_reference(name: str, eps: float | None) -> tuple[float, float] | None:
+    """AIM's 2-/3-way TVD on ``name`` at ``eps``: the reference above, else the mean of the AIM-on-mbi-2.0
+    runs in benchmarks/peers/results.jsonl (``run_peers.py --peers aim-mbi2``), else None."""
+    if (name, eps) in AIM:
+        return AIM[(name, eps)]
+    path = ROOT / "benchmarks" / "peers" / "results.jsonl"
+    if eps is None or not path.is_file():
+        return None
+    runs = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if (r.get("peer"), r.get("dataset"), r.get("epsilon")) == ("aim-mbi2", name, eps) and r.get("tvd2") is not None:
+            runs.append((r["tvd2"], r["tvd3"]))
+    return (float(np.mean([a for a, _ in runs])), float(np.mean([b for _, b in runs]))) if runs else None
+
+
 def print_peers(path: Path, datasets: set[str]) -> None:
     """Peers measured by benchmarks/peers/run_peers.py (a JSON-lines file), averaged per setting.
 
@@ -314,20 +336,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 3.0, 10.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--only", choices=["adult", "titanic", "wide"], default=None)
+    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", *EXTRA], default=None,
+                    help="default: adult, titanic, wide (and fair, randhie when their CSVs are in --data)")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
     data = Path(args.data)
     results: list[dict] = []
-    if args.only in (None, "adult"):
+    only = set(args.only or ["adult", "titanic", "wide", *[t for t in EXTRA if (data / f"{t}.csv").is_file()]])
+    if "adult" in only:
         run_dataset("adult", data / "adult.csv", data / "adult_schema.json", args.eps, args.seeds, args.delta, results)
-    if args.only in (None, "titanic"):
+    if "titanic" in only:
         run_dataset("titanic", data / "titanic.csv", ROOT / "benchmarks" / "titanic_schema.json", args.eps,
                     args.seeds, args.delta, results)
-    if args.only in (None, "wide"):
+    for name in EXTRA:
+        if name in only:
+            if not (data / f"{name}.csv").is_file():
+                sys.exit(f"{data / f'{name}.csv'} is missing: python benchmarks/tables/fetch_tables.py --out {data}")
+            run_dataset(name, data / f"{name}.csv", ROOT / "benchmarks" / "tables" / f"{name}_schema.json", args.eps,
+                        args.seeds, args.delta, results)
+    if "wide" in only:
         run_wide(args.delta, results)
-    print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl",
-                {"adult", "titanic"} if args.only is None else {args.only})
+    print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl", only - {"wide"})
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -86,6 +86,10 @@ def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str,
         for n in rows:
             df, schema = mixed_table(n)
             yield f"mixed {n:,} rows", df, schema
+    for name in ("fair", "randhie"):  # benchmarks/tables/fetch_tables.py writes them
+        if only in (None, name) and (data / f"{name}.csv").is_file():
+            yield (name, pd.read_csv(data / f"{name}.csv", dtype=str, keep_default_na=False),
+                   load_schema(ROOT / "benchmarks" / "tables" / f"{name}_schema.json"))
 
 
 def ks(a: np.ndarray, b: np.ndarray) -> float:
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--only", choices=["titanic", "adult", "mixed"], default=None)
+    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     args = ap.parse_args(argv)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 
 import _common
@@ -36,8 +37,10 @@ MAX_SIZE_MB = 80.0
 ROUND_ITERS = 1000
 FINAL_ITERS = 3000
 #: Every new set of cliques compiles new programs; without dropping them, a 15-column run exhausted the
-#: process's memory maps after about 50 rounds (LLVM "Cannot allocate memory", exit -11).
-CLEAR_EVERY = 10
+#: process's memory maps after about 50 rounds (LLVM "Cannot allocate memory", exit -11) unless
+#: ``vm.max_map_count`` is raised. Dropping them recompiles every candidate's projection, which made an
+#: Adult run take over 78 minutes; ``AIM_CLEAR_EVERY=0`` keeps them (raise ``vm.max_map_count`` first).
+CLEAR_EVERY = int(os.environ.get("AIM_CLEAR_EVERY", "10"))
 
 
 def main() -> None:
@@ -101,7 +104,7 @@ def main() -> None:
         model = est.estimate(domain, meas, iters=ROUND_ITERS, warm_start=model)
         after = np.asarray(model.project(clique).datavector())
         steps += 1
-        if steps % CLEAR_EVERY == 0:
+        if CLEAR_EVERY and steps % CLEAR_EVERY == 0:
             jax.clear_caches()
         if np.abs(after - before).sum() <= math.sqrt(2 / math.pi) * sigma * x.size:
             sigma /= 2
