@@ -447,9 +447,10 @@ class Precision:
         :data:`ROUNDING_GAP_Z` standard deviations: then the coarsest exact candidate off which the
         second histogram (its noise ``sd_exact``) puts at most :data:`PRECISION_TOLERANCE` of the rows
         (no noise allowance here, unlike the regular choice: an exact grid one step too fine costs at
-        most a level of one column's tree, one too coarse rounds the values it was chosen to keep). When
-        no exact candidate holds the values (continuous values), the gap of a grid k decimals finer is
-        about 10^-k of it: the coarsest grid that brings it under a quarter of the threshold."""
+        most a level of one column's tree, one too coarse rounds the values it was chosen to keep); failing
+        that, the finest exact candidate when it holds most of those rows. When none does (continuous
+        values), the gap of a grid k decimals finer is about 10^-k of it: the coarsest grid that brings it
+        under a quarter of the threshold."""
         chosen = self.regular_choice(counts, sd)
         n1, n2 = self.n_counts
         if not n2 or sd_exact is None or sd_gap is None or len(counts) != n1 + n2 + 1:
@@ -462,6 +463,8 @@ class Precision:
         j = next((j for j in range(n2 - 1) if float(second[j + 1:].sum()) <= PRECISION_TOLERANCE * total), None)
         if j is not None:
             return self.candidates[self.n_regular + j]
+        if second[-1] <= 0.5 * float(second.sum()):
+            return self.candidates[-1]
         k = max(1, math.ceil(math.log10(float(c[-1]) / (ROUNDING_GAP_SHARE * total / 4))))
         return min(chosen + k, self.candidates[-1])
 

@@ -433,6 +433,8 @@ def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
     assert p.choose(first + on_six + [150], sd=100, sd_exact=300, sd_gap=300) == 2    # gap < 1% of the rows
     assert p.choose(first + on_six + [800], sd=100, sd_exact=300, sd_gap=300) == 2    # gap < 3 noise sds
     assert p.choose(first + on_six + [4_000], sd=100) == 2                             # no second histogram
+    mostly = [0, 8_000, 0, 0, 1_000]      # 11% off millionths, beyond the tolerance: still the finest
+    assert p.choose(first + mostly + [4_000], sd=100, sd_exact=300, sd_gap=300) == 8
     continuous = [0, 0, 0, 0, 9_000]      # on no exact grid: one step finer per decade of the gap
     assert p.choose(first + continuous + [2_000], sd=100, sd_exact=300, sd_gap=300) == 2 + 2
     assert p.choose(first + continuous + [10_000_000], sd=100, sd_exact=300, sd_gap=300) == 8  # at most the finest
