@@ -520,6 +520,28 @@ def test_json_round_trip_is_byte_identical_and_samples_the_same() -> None:
         ValueModel.from_dict(bad)
 
 
+def test_a_value_model_released_before_exact_grids_still_reads_describes_and_samples() -> None:
+    """value_model.json written before the exact grids: one precision histogram over every candidate (its
+    last cell "none of them"), no ``regular`` count, no second histogram or rounding gap."""
+    col = NumericColumn(name="age", lower=0, upper=80, bins=8)
+    rng = np.random.default_rng(8)
+    vm = fit_value_model(pd.DataFrame({"age": rng.integers(0, 80, 3000).astype(float)}), _one(col), rho=0.05, rng=rng)
+    d = json.loads(vm.to_json())
+    for key in ("exact_precision_noise", "rounding_gap_noise"):
+        d.pop(key)
+    p = d["columns"]["age"]["precision"]
+    assert p.pop("regular") == 4
+    p["candidates"], p["counts"] = [0, 1, 2, 3], p["counts"][:4] + [0]
+    old = ValueModel.from_dict(d)
+    assert old.trees["age"].precision[0].regular is None and old.exact_precision_noise is None
+    stage = old.describe()
+    assert list(stage["columns"]["age"]["precision"]["noisy_rows_by_coarsest_grid"])[-1] == "none of them"
+    assert "rounding gap" not in stage["split"]
+    codes = rng.integers(0, 8, 500)
+    np.testing.assert_array_equal(old.sample_in_bins("age", codes, rng=np.random.default_rng(1), col=col),
+                                  vm.sample_in_bins("age", codes, rng=np.random.default_rng(1), col=col))
+
+
 def test_estimated_grids_round_trip_and_a_one_point_per_bin_grid_needs_no_tree() -> None:
     """An undeclared column of whole numbers with one whole number per bin (education_num: 16 bins
     over [0.5, 16.5]) gets the whole numbers and no tree; the released model, with its precision
