@@ -444,11 +444,13 @@ class Precision:
         """The grid from all the released noisy counts (post-processing): :meth:`regular_choice`, unless the
         column has exact candidates and the released rounding gap of the regular choice (the last count,
         its noise ``sd_gap``) is at least :data:`ROUNDING_GAP_SHARE` of the rows and
-        :data:`ROUNDING_GAP_Z` standard deviations: then the coarsest exact candidate off which the
-        second histogram (its noise ``sd_exact``) puts at most :data:`PRECISION_TOLERANCE` of the rows
-        (no noise allowance here, unlike the regular choice: an exact grid one step too fine costs at
-        most a level of one column's tree, one too coarse rounds the values it was chosen to keep); failing
-        that, the finest exact candidate when it holds most of those rows. When none does (continuous
+        :data:`ROUNDING_GAP_Z` standard deviations: then the coarsest finer candidate off which the
+        histograms put at most :data:`PRECISION_TOLERANCE` of the rows — a finer regular one (values of
+        whole years and a few halves, the halves within the regular test's noise allowance), else an
+        exact one (the second histogram, noise ``sd_exact``) — with no noise allowance (a grid one step
+        too fine costs at most a level of one column's tree, one too coarse rounds the values it was
+        chosen to keep); failing that, the finest exact candidate when it holds most of the rows off
+        every regular grid. When none does (continuous
         values), the gap of a grid k decimals finer is about 10^-k of it: the coarsest grid that brings it
         under a quarter of the threshold."""
         chosen = self.regular_choice(counts, sd)
@@ -459,6 +461,10 @@ class Precision:
         total = float(c[:n1].sum())
         if not (total >= PRECISION_MIN_ROWS * sd and c[-1] >= max(ROUNDING_GAP_Z * sd_gap, ROUNDING_GAP_SHARE * total)):
             return chosen
+        first = c[:n1]
+        for i in range(self.candidates.index(chosen) + 1, self.n_regular):
+            if float(first[i + 1:].sum()) <= PRECISION_TOLERANCE * total:
+                return self.candidates[i]
         second = c[n1:n1 + n2]
         j = next((j for j in range(n2 - 1) if float(second[j + 1:].sum()) <= PRECISION_TOLERANCE * total), None)
         if j is not None:

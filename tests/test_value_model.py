@@ -436,6 +436,9 @@ def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
     assert p.choose(first + on_six + [4_000], sd=100) == 2                             # no second histogram
     mostly = [0, 8_000, 0, 0, 1_000]      # 11% off millionths, beyond the tolerance: still the finest
     assert p.choose(first + mostly + [4_000], sd=100, sd_exact=300, sd_gap=300) == 8
+    halves = [19_000, 600, 0, 0, 0, 0]    # 3% on tenths: whole numbers pass the noise allowance …
+    assert p.regular_choice(halves, sd=300) == 0
+    assert p.choose(halves + [0] * 5 + [600], sd=300, sd_exact=100, sd_gap=100) == 1  # … and the gap moves them
     continuous = [0, 0, 0, 0, 9_000]      # on no exact grid: one step finer per decade of the gap
     assert p.choose(first + continuous + [2_000], sd=100, sd_exact=300, sd_gap=300) == 2 + 2
     assert p.choose(first + continuous + [10_000_000], sd=100, sd_exact=300, sd_gap=300) == 8  # at most the finest
