@@ -533,13 +533,14 @@ def count_column(values: np.ndarray, col: NumericColumn, max_branching: int = MA
     """The exact :class:`ColumnCounts` of a column's parsed values (float64, NaN for empty: not counted):
     leaf counts on its declared or automatic grid, or on every candidate of its :class:`Precision`."""
     v = np.asarray(values, dtype=np.float64)
-    v = v[~np.isnan(v)]
+    v = np.sort(v[~np.isnan(v)])  # once: the leaf map is monotone, so each grid's leaves come out sorted
     prec = Precision.of(col)
     leaves = {}
     for d in [None] if prec is None else prec.candidates:
         g = ColumnGrid.of(col, max_branching, d)
-        occ, n = np.unique(leaf_index(v, col, g), return_counts=True)
-        leaves[g.decimals] = (occ.astype(np.int64), n.astype(np.int64))
+        leaf = leaf_index(v, col, g)
+        start = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]]) if len(leaf) else np.empty(0, dtype=np.int64)
+        leaves[g.decimals] = (leaf[start].astype(np.int64), np.diff(np.r_[start, len(leaf)]).astype(np.int64))
     if prec is None:
         return ColumnCounts(leaves)
     return ColumnCounts(leaves, prec.histograms(np.clip(v, col.lower, col.upper)))
