@@ -527,6 +527,37 @@ def test_mirror_descent_reaches_the_weighted_least_squares_fit() -> None:
     np.testing.assert_allclose(tree.marginals(theta, total)[0], x, rtol=1e-3)
 
 
+def test_mirror_descent_stops_once_the_loss_is_down_to_the_discrepancy_per_cell() -> None:
+    """A 3 × 4 table observed whole (Var 4) and through its rows (Var 1): 15 measured cells. Started from
+    the uniform table the loss is far above 15; with ``discrepancy`` d the steps stop at the first
+    iterate whose loss is at most 15·d (no later: the last steps before it were above), and without it
+    the fit goes on to the least-squares fit, whose loss is lower still."""
+    from dpsynth.marginals.estimation import JunctionTree, mirror_descent
+
+    rng = np.random.default_rng(3)
+    truth = rng.uniform(50, 150, size=(3, 4))
+    total = float(truth.sum())
+    obs = [(0, (0, 1), truth + rng.normal(0, 2, (3, 4)), 4.0), (0, (0,), truth.sum(1) + rng.normal(0, 1, 3), 1.0)]
+    tree = JunctionTree((3, 4), [(0, 1)], [-1])
+
+    def loss(theta: list[np.ndarray]) -> float:
+        mu = tree.marginals(theta, total)[0]
+        return float(((mu - obs[0][2]) ** 2).sum() / 4.0 + ((mu.sum(1) - obs[1][2]) ** 2).sum() / 1.0)
+
+    start = [np.zeros((3, 4))]
+    assert loss(start) > 15 * 2.0
+    steps = []
+    for iters in range(0, 400):
+        theta, _ = mirror_descent(tree, start, obs, total, iters, dtype=np.float64, discrepancy=2.0)
+        steps.append(loss(theta))
+        if steps[-1] <= 15 * 2.0:
+            break
+    stopped, _ = mirror_descent(tree, start, obs, total, 3000, dtype=np.float64, discrepancy=2.0)
+    assert loss(stopped) == pytest.approx(steps[-1]) and steps[-1] <= 30.0 and all(x > 30.0 for x in steps[:-1])
+    full, _ = mirror_descent(tree, start, obs, total, 3000, dtype=np.float64)
+    assert loss(full) < loss(stopped)
+
+
 def test_proportional_steps_fit_small_cells_sooner_and_keep_the_fixed_point() -> None:
     """A chain A–B–C with counts from 1 to ~10⁴ observed without noise: in the same 60 iterations
     the proportional-fitting steps bring the small cells far closer to their measurements than

@@ -34,7 +34,9 @@ all in numpy:
 3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
    end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
    on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
-   re-implemented for junction trees). The noisy total ``N̂`` is the inverse-variance mean of the
+   re-implemented for junction trees). The final steps stop early once that loss is down to
+   ``fit.DISCREPANCY`` per measured cell (1 in expectation at the truth): beyond it they fit noise.
+   The noisy total ``N̂`` is the inverse-variance mean of the
    sums of all measured tables. The fit holds the columns fewest cells first (``fit.layout``, from
    the public sizes), so each clique table's contiguous last axis is its largest column (numpy's
    inner loops run along it); the returned model names the table's columns in their order.

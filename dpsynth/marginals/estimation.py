@@ -225,11 +225,12 @@ class TreeModel:
     def _tree(self) -> JunctionTree:
         return JunctionTree(self.sizes, self.cliques, self.parent)
 
-    def fit(self, iters: int, precondition: float = 0.0) -> None:
+    def fit(self, iters: int, precondition: float = 0.0, discrepancy: float | None = None) -> None:
         """Mirror descent on all measurements so far (post-processing).
 
         With ``precondition`` κ > 0 the first half of the iterations take the proportional-fitting
-        steps of :func:`mirror_descent` (a fresh step size), the second half the plain steps.
+        steps of :func:`mirror_descent` (a fresh step size), the second half the plain steps; with
+        ``discrepancy`` the plain steps stop early (:func:`mirror_descent`).
         """
         if not self.cliques:
             return
@@ -246,7 +247,8 @@ class TreeModel:
             self.theta, _ = mirror_descent(tree, self.theta, obs, self.total, first, None, precondition=precondition)
             iters -= first
         if iters > 0:
-            self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta)
+            self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta,
+                                                  discrepancy=discrepancy)
         self.mu = tree.marginals(self.theta, self.total)
 
     def rake(self, targets: list[np.ndarray], iters: int) -> None:
@@ -399,11 +401,15 @@ class JunctionTree:
 
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
                     total: float, iters: int, eta: float | None = None,
-                    dtype: type = np.float32, precondition: float = 0.0) -> tuple[list[np.ndarray], float]:
+                    dtype: type = np.float32, precondition: float = 0.0,
+                    discrepancy: float | None = None) -> tuple[list[np.ndarray], float]:
     """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
     mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
     Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
     counts, noise variance). Returns the potentials and the last step size.
+
+    With ``discrepancy`` d the iterations stop once the loss is at most d × the number of measured
+    cells (its expectation at the truth is that number).
 
     With ``precondition`` κ > 0 each observation's residual t − y is divided by (t⁺ + κ·σ) instead
     of multiplied by 2/Var: to first order the step of iterative proportional fitting,
@@ -486,7 +492,14 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
         # A first step that moves log-potentials by about 1 where the gradient is largest.
         gmax = max((float(np.abs(g).max()) for g in grads if g is not None), default=1.0)
         eta = 1.0 / (gmax or 1.0)
+    # Early stopping (after Morozov's discrepancy principle): the loss is a χ² of the measured cells,
+    # one per cell in expectation at the truth; once it is down to ``discrepancy`` per cell the model
+    # already fits its measurements better than the truth would, and further steps fit their noise.
+    floor = -1.0 if discrepancy is None else discrepancy * sum(
+        y.size + sum(dy.size for _, _, dy, _ in deps) for _, _, _, y, _, deps in prepared)
     for _ in range(iters):
+        if loss <= floor:
+            break
         new_theta = [step(t, g, eta) for t, g in zip(theta, grads, strict=True)]
         new_mu = tree.marginals(new_theta, total, dtype)
         new_loss, new_grads = loss_grad(new_mu)
