@@ -450,9 +450,8 @@ class Precision:
         exact one (the second histogram, noise ``sd_exact``) — with no noise allowance (a grid one step
         too fine costs at most a level of one column's tree, one too coarse rounds the values it was
         chosen to keep); failing that, the finest exact candidate when it holds most of the rows off
-        every regular grid. When none does (continuous
-        values), the gap of a grid k decimals finer is about 10^-k of it: the coarsest grid that brings it
-        under a quarter of the threshold."""
+        every regular grid. When none does (continuous values), the gap of a grid k decimals finer is
+        about 10^-k of it: the coarsest grid that brings it under a quarter of the threshold."""
         chosen = self.regular_choice(counts, sd)
         n1, n2 = self.n_counts
         if not n2 or sd_exact is None or sd_gap is None or len(counts) != n1 + n2 + 1:
