@@ -312,8 +312,11 @@ EXACT_GRID_POINTS = 1 << 30
 #: steps of 1,000) and its deeper tree would cost the other columns' noise (mean KS at 5,000 rows
 #: 0.030 → 0.033); the RAND extract loses 0.12–0.20 per column.
 ROUNDING_GAP_SHARE = 0.01
-#: … and at least this many standard deviations of its noise.
+#: … and at least this many standard deviations of its noise. A column for which that many exceed this
+#: share of its (noisy) rows is not measured for exact grids at all, and its part of their budget goes to
+#: the levels: at pure ε = 1 on Titanic (ε_v = 0.1) a gap's noise is larger than the table.
 ROUNDING_GAP_Z = 3.0
+EXACT_MIN_GAP = 0.5
 #: Share of the value model's budget spent on the precision counts (split equally over the columns
 #: that have a :class:`Precision` to choose; none is spent when no column has one).
 PRECISION_SHARE = Fraction(1, 10)
@@ -716,7 +719,9 @@ class ValueModel:
                       f" {FINE_GRID_POINTS:,} points to choose from (their noisy counts of the rows off every coarser"
                       f" grid, by the coarsest finer grid they lie on), and {float(ROUNDING_GAP_SHARE_OF_BUDGET):.0%}"
                       " on their rounding gaps (the largest difference, in rows, between the distribution of their"
-                      " values and of their values rounded to the grid chosen so far)")
+                      " values and of their values rounded to the grid chosen so far); a column whose rounding gap"
+                      f" could not be told from noise even if {EXACT_MIN_GAP:.0%} of its rows moved is not measured"
+                      " for them, and its part goes to the levels")
         split = (f"{float(PRECISION_SHARE):.0%} of it split equally over the columns whose grid is estimated (their"
                  " noisy counts of rows by the coarsest candidate grid they lie on, one count for the rows off them all)"
                  + exact_text + ", the rest equally over every (column, level) pair of the chosen grids; "
@@ -771,7 +776,7 @@ class ValueModel:
                 "leaves": t.grid.leaves, "grid_points_per_leaf": t.grid.width,
                 "branching": t.grid.branching, "levels": len(t.nodes),
                 key: per_level * len(t.nodes) + (per_precision if t.precision is not None else 0.0)
-                + (per_exact if t.precision is not None and t.precision[0].regular is not None else 0.0),
+                + (per_exact if t.precision is not None and len(t.precision[1]) > t.precision[0].n_counts[0] else 0.0),
                 "visited_nodes": int(sum(len(n) for n in t.nodes)),
             }
             if t.precision is not None:
@@ -793,7 +798,10 @@ class ValueModel:
                                f" {ROUNDING_GAP_SHARE:.0%} of the rows and {ROUNDING_GAP_Z:g} noise standard deviations"),
                     key: per_precision,
                 }
-                if prec.regular is not None:
+                if prec.regular is not None and len(noisy) == reg + 1:
+                    out["precision"]["exact_grids"] = (f"not measured: {ROUNDING_GAP_Z:g} noise standard deviations of a"
+                                                       f" rounding gap exceed {EXACT_MIN_GAP:.0%} of the noisy rows")
+                elif prec.regular is not None:
                     out["precision"]["of_none_of_these_by_coarsest_exact_grid"] = dict(
                         zip([*names[reg:], "none of them"], noisy[reg + 1:-1], strict=True))
                     out["precision"]["noisy_rounding_gap_rows"] = noisy[-1]
@@ -875,7 +883,8 @@ class ValueModel:
                               None if p.get("fallback") is None else int(p["fallback"]),
                               None if p.get("regular") is None else int(p["regular"])),
                     tuple(int(k) for k in p["counts"]))
-                if prec is not None and len(prec[1]) != sum(prec[0].n_counts) + (prec[0].regular is not None):
+                if prec is not None and len(prec[1]) not in {prec[0].n_counts[0],
+                                                             sum(prec[0].n_counts) + (prec[0].regular is not None)}:
                     raise InputError(f"Value model of {name!r}: its precision counts do not match its candidates.")
                 trees[str(name)] = ColumnTree(grid, nodes, counts, prec)
             pn, en, gn = d.get("precision_noise"), d.get("exact_precision_noise"), d.get("rounding_gap_noise")
@@ -1006,20 +1015,33 @@ def fit_value_model_from_counts(
         dg = rounding_gap_sensitivity(rel, max_contributions)
         gap_noise = noise.rational_at_least(Fraction(dg * dg * n_exact) / (2 * part) if gaussian
                                             else Fraction(dg * n_exact) / part)
-    grids, chosen = {}, {}
+    grids, chosen, firsts = {}, {}, {}
+    sd = _noise_sd(precision_noise, gaussian) if n_prec else 0.0
+    sd_gap = None if gap_noise is None else _noise_sd(gap_noise, gaussian)
     for col in cols:
         prec, c = precs[col.name], counts[col.name]
         if prec is None:
-            grids[col.name] = ColumnGrid.of(col, max_branching)
             continue
         if c.precision is None:
             raise InputError(f"No precision counts were given for the numeric column {col.name!r}.")
         n1, n2 = prec.n_counts
         if len(c.precision) != n1 + n2:
             raise InputError(f"The precision counts of {col.name!r} do not fit its {len(prec.candidates)} candidate grids.")
-        sd = _noise_sd(precision_noise, gaussian)
-        noisy = _measure_precision(c.precision[:n1], sampler(precision_noise))
-        if n2:
+        firsts[col.name] = _measure_precision(c.precision[:n1], sampler(precision_noise))
+    # a column whose rounding gap could not be told from noise even if half its rows moved cannot get
+    # an exact grid: its share of the exact budget goes to the levels instead (adaptive composition:
+    # the decision reads only the released first histograms)
+    unused = 0
+    for col in cols:
+        prec = precs[col.name]
+        if prec is None:
+            grids[col.name] = ColumnGrid.of(col, max_branching)
+            continue
+        c, noisy = counts[col.name], firsts[col.name]
+        n1, n2 = prec.n_counts
+        if n2 and sd_gap is not None and ROUNDING_GAP_Z * sd_gap > EXACT_MIN_GAP * sum(noisy):
+            unused += 1
+        elif n2:
             assert exact_noise is not None and gap_noise is not None
             noisy += _measure_precision(c.precision[n1:], sampler(exact_noise))
             # how far rounding to the grid chosen so far would move the values (measured after that choice)
@@ -1030,12 +1052,12 @@ def fit_value_model_from_counts(
             noisy += _measure_precision((gap,), sampler(gap_noise))
         chosen[col.name] = (prec, noisy)
         grids[col.name] = ColumnGrid.of(col, max_branching, prec.choose(
-            noisy, sd, None if exact_noise is None else _noise_sd(exact_noise, gaussian),
-            None if gap_noise is None else _noise_sd(gap_noise, gaussian)))
+            noisy, sd, None if exact_noise is None else _noise_sd(exact_noise, gaussian), sd_gap))
     # 2. the rest of the budget, split equally over the levels of the chosen grids (none for a grid
     # with one point per bin)
     measured = {c.name: 0 if _one_point_per_bin_of(grids[c.name], c) else grids[c.name].levels for c in cols}
-    level_part = 1 - (PRECISION_SHARE if n_prec else 0) - (EXACT_PRECISION_SHARE + ROUNDING_GAP_SHARE_OF_BUDGET if n_exact else 0)
+    level_part = (1 - (PRECISION_SHARE if n_prec else 0)
+                  - ((EXACT_PRECISION_SHARE + ROUNDING_GAP_SHARE_OF_BUDGET) * Fraction(n_exact - unused, n_exact) if n_exact else 0))
     level_noise = noise_for(max(sum(measured.values()), 1), level_part * budget)
     b = max((g.branching for g in grids.values()), default=2)
     if gaussian:
