@@ -316,6 +316,7 @@ ROUNDING_GAP_SHARE = 0.01
 #: share of its (noisy) rows is not measured for exact grids at all, and its part of their budget goes to
 #: the levels: at pure ε = 1 on Titanic (ε_v = 0.1) a gap's noise is larger than the table.
 ROUNDING_GAP_Z = 3.0
+#: Share of a column's noisy rows its rounding gap must be able to reach (at ROUNDING_GAP_Z sds) for it to be measured.
 EXACT_MIN_GAP = 0.5
 #: Share of the value model's budget spent on the precision counts (split equally over the columns
 #: that have a :class:`Precision` to choose; none is spent when no column has one).
@@ -379,7 +380,7 @@ class Precision:
         finest = max(auto, auto_decimals(col, FINE_GRID_POINTS))
         exact = max(finest, auto_decimals(col, EXACT_GRID_POINTS))
         first = min(0, auto)
-        while first < auto and not np.all(np.greater_equal(*_grid_ranges(col.edges(), first)[::-1])):
+        while first < auto and not _points_in_every_bin(col, first):
             first += 1
         top = max(finest, first)
         if first == exact:  # one grid: nothing to choose
@@ -694,19 +695,14 @@ class ValueModel:
 
     def unit_cost(self, noise_parameter: Fraction) -> float:
         """What one histogram (a level, or a precision count) with this noise costs: ε (Δ₁/scale) or ρ (Δ₂²/(2σ²))."""
-        if self.gaussian:
-            return histogram_l2_sensitivity_squared(self.neighbours, self.max_contributions) / (2 * float(noise_parameter))
-        return hierarchical_histogram_l1_sensitivity(self.neighbours, self.max_contributions, 1) / float(noise_parameter)
+        return _cost(noise_parameter, self.gaussian, *_histogram_sensitivities(self.neighbours, self.max_contributions))
 
     def gap_cost(self) -> float:
-        """What one noisy rounding gap costs: ε (Δ/scale) or ρ (Δ²/(2σ²)), Δ from
-        :func:`dpsynth.neighbours.rounding_gap_sensitivity`; 0 without any."""
+        """What one noisy rounding gap costs (Δ from :func:`dpsynth.neighbours.rounding_gap_sensitivity`); 0 without any."""
         if self.rounding_gap_noise is None:
             return 0.0
         dg = rounding_gap_sensitivity(self.neighbours, self.max_contributions)
-        if self.gaussian:
-            return dg * dg / (2 * float(self.rounding_gap_noise))
-        return dg / float(self.rounding_gap_noise)
+        return _cost(self.rounding_gap_noise, self.gaussian, dg, dg * dg)
 
     def describe(self) -> dict[str, Any]:
         """Release-card stage: mechanism, ε_v (or ρ_v), its split, sensitivity, sources."""
@@ -941,7 +937,12 @@ def _has_grid_in_every_bin(col: NumericColumn) -> bool:
     """False for a column so narrow that the automatic grid (at most 10^-9 fine) misses a bin."""
     if col.grid_decimals is not None:
         return True  # the schema already checks it
-    lo, hi = _grid_ranges(col.edges(), ColumnGrid.of(col).decimals)
+    return _points_in_every_bin(col, ColumnGrid.of(col).decimals)
+
+
+def _points_in_every_bin(col: NumericColumn, decimals: int) -> bool:
+    """Whether every bin of ``col`` holds a point of the grid of multiples of 10^-decimals."""
+    lo, hi = _grid_ranges(col.edges(), decimals)
     return bool(np.all(hi >= lo))
 
 
@@ -985,15 +986,15 @@ def fit_value_model_from_counts(
         if not (math.isfinite(rho_v) and rho_v > 0):
             raise InputError(f"The value model's ρ must be a positive number, got {rho!r}.")
         budget = Fraction(rho_v)
-        l2sq = histogram_l2_sensitivity_squared(rel, max_contributions)
     else:
         rho_v, eps = 0.0, check_epsilon(epsilon)
         budget = exact_epsilon(eps)
-        l1 = hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1)
+    l1, l2sq = _histogram_sensitivities(rel, max_contributions)
 
-    def noise_for(histograms: int, part: Fraction) -> Fraction:
-        """The noise parameter that makes each of ``histograms`` histograms cost an equal share of ``part``:
-        σ² = k·Δ₂²/(2ρ) or scale k·Δ₁/ε, rounded up to a rational (never less noise)."""
+    def noise_for(histograms: int, part: Fraction, l1: int = l1, l2sq: int = l2sq) -> Fraction:
+        """The noise parameter that makes each of ``histograms`` histograms (or other queries of these
+        sensitivities) cost an equal share of ``part``: σ² = k·Δ₂²/(2ρ) or scale k·Δ₁/ε, rounded up to a
+        rational (never less noise)."""
         if gaussian:
             return noise.rational_at_least(Fraction(l2sq * histograms) / (2 * part))
         return noise.rational_at_least(Fraction(l1 * histograms) / part)
@@ -1009,12 +1010,8 @@ def fit_value_model_from_counts(
     n_exact = sum(p is not None and p.regular is not None for p in precs.values())
     precision_noise = noise_for(n_prec, PRECISION_SHARE * budget) if n_prec else Fraction(0)
     exact_noise = noise_for(n_exact, EXACT_PRECISION_SHARE * budget) if n_exact else None
-    gap_noise = None
-    if n_exact:
-        part = ROUNDING_GAP_SHARE_OF_BUDGET * budget
-        dg = rounding_gap_sensitivity(rel, max_contributions)
-        gap_noise = noise.rational_at_least(Fraction(dg * dg * n_exact) / (2 * part) if gaussian
-                                            else Fraction(dg * n_exact) / part)
+    dg = rounding_gap_sensitivity(rel, max_contributions)
+    gap_noise = noise_for(n_exact, ROUNDING_GAP_SHARE_OF_BUDGET * budget, dg, dg * dg) if n_exact else None
     grids, chosen, firsts = {}, {}, {}
     sd = _noise_sd(precision_noise, gaussian) if n_prec else 0.0
     sd_gap = None if gap_noise is None else _noise_sd(gap_noise, gaussian)
@@ -1082,6 +1079,17 @@ def fit_value_model_from_counts(
                       threshold=threshold, trees=trees, rho=rho_v, sigma2=sigma2,
                       precision_noise=precision_noise if n_prec else None, exact_precision_noise=exact_noise,
                       rounding_gap_noise=gap_noise)
+
+
+def _histogram_sensitivities(rel: Neighbours, max_contributions: int) -> tuple[int, int]:
+    """L1 and squared L2 sensitivity of one histogram (a level of a tree, a precision count)."""
+    return (hierarchical_histogram_l1_sensitivity(rel, max_contributions, 1),
+            histogram_l2_sensitivity_squared(rel, max_contributions))
+
+
+def _cost(param: Fraction, gaussian: bool, l1: int, l2sq: int) -> float:
+    """What one query of these sensitivities costs with this noise: ρ = Δ₂²/(2σ²) or ε = Δ₁/scale."""
+    return l2sq / (2 * float(param)) if gaussian else l1 / float(param)
 
 
 def _noise_sd(param: Fraction, gaussian: bool) -> float:
