@@ -668,6 +668,28 @@ class ValueModel:
         self._compiled[column] = comp
         return comp
 
+    def cdf(self, column: str, col: NumericColumn, units: np.ndarray, bin_shares: np.ndarray | None = None) -> np.ndarray:
+        """The released distribution's CDF at positions ``units`` on the column's grid (float grid units:
+        the share of mass on grid points ≤ each), with each bin's mass replaced by ``bin_shares`` when
+        given (a bin with no released mass spread evenly over its points). Works piece by piece, never
+        point by point: an exact grid may have 2^30 points. Post-processing."""
+        comp = self._compile(column, col)
+        p_lo, p_hi = comp["piece_lo"], comp["piece_hi"]
+        pm = np.diff(np.r_[0.0, comp["cum"]])
+        if bin_shares is not None:
+            bid = np.searchsorted(comp["bin_lo"], p_lo, side="right") - 1
+            bm = comp["bin_mass"][bid]
+            size = (p_hi - p_lo + 1).astype(np.float64)
+            bin_size = (comp["bin_hi"] - comp["bin_lo"] + 1).astype(np.float64)[bid]
+            share = np.asarray(bin_shares, dtype=np.float64)[bid]
+            pm = np.where(bm > 0, pm * share / np.where(bm > 0, bm, 1.0), share * size / bin_size)
+        before = np.r_[0.0, np.cumsum(pm)]
+        u = np.floor(np.asarray(units, dtype=np.float64))
+        j = np.clip(np.searchsorted(p_lo, u, side="right") - 1, 0, len(p_lo) - 1)
+        inside = np.clip(u - p_lo[j] + 1, 0, p_hi[j] - p_lo[j] + 1) / (p_hi[j] - p_lo[j] + 1)
+        out = before[j] + pm[j] * inside
+        return np.where(u < p_lo[0], 0.0, out) / max(before[-1], 1e-300)
+
     def bin_distribution(self, column: str, col: NumericColumn) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per bin, (grid points, probabilities) of the released distribution inside it (for tests and plots)."""
         comp = self._compile(column, col)
