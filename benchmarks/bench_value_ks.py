@@ -13,6 +13,7 @@ KS that the main model's one-way error leaves before the value model adds its ow
     python benchmarks/bench_value_ks.py                           # ε = 1, 4 seeds, Adult at 5k/10k/20k rows
     python benchmarks/bench_value_ks.py --rows 10000 --seeds 8 --eps 1 3
     python benchmarks/bench_value_ks.py --only mixed --delta 0    # pure DP (Laplace), as the dashboard's default
+    python benchmarks/bench_value_ks.py --only lab --rows 6497 20000   # eleven smooth lab-panel columns (lab_table)
     python benchmarks/bench_value_ks.py --alone --branching 24 64 --seeds 20   # the value model alone
 
 ``--alone`` measures what the value model adds by itself: value models fitted with the budget the
@@ -73,6 +74,32 @@ def mixed_table(n: int, seed: int = 1) -> tuple[pd.DataFrame, Schema]:
     return df, schema
 
 
+def lab_table(n: int, seed: int = 7) -> tuple[pd.DataFrame, Schema]:
+    """A generated table shaped like a laboratory panel (the UCI wine-quality table's kind): eleven smooth
+    numeric columns with one to five decimals, none declared, in a curator's coarse bins, and one category."""
+    g = np.random.default_rng(seed)
+    red = g.random(n) < 0.25
+    q = np.clip(np.round(g.normal(5.8, 0.9, n)), 3, 9)
+    cols = {
+        "fixed_acidity": (np.round(g.normal(7.2 + 1.1 * red, 1.2, n), 1), 0, 20, 10),
+        "volatile_acidity": (np.round(np.abs(g.normal(0.3 + 0.2 * red, 0.15, n)), 3), 0, 2, 8),
+        "citric_acid": (np.round(np.abs(g.normal(0.32, 0.14, n)), 2), 0, 2, 8),
+        "residual_sugar": (np.round(g.lognormal(1.2 - 0.6 * red, 0.9, n), 1), 0, 70, 7),
+        "chlorides": (np.round(g.lognormal(-3.0 + 0.4 * red, 0.4, n), 3), 0, 1, 10),
+        "free_sulfur_dioxide": (np.round(g.gamma(3, 10, n) * (1 - 0.5 * red)), 0, 300, 6),
+        "density": (np.round(g.normal(0.9947, 0.003, n), 5), 0.98, 1.04, 6),
+        "pH": (np.round(g.normal(3.22, 0.16, n), 2), 2.5, 4.5, 8),
+        "sulphates": (np.round(g.lognormal(-0.7 + 0.1 * red, 0.25, n), 2), 0, 2.5, 5),
+        "alcohol": (np.round(g.normal(10.5 + 0.3 * (q - 5.8), 1.1, n), 1), 7, 16, 9),
+        "quality": (q, 0, 10, 5),
+    }
+    df = pd.DataFrame({k: np.clip(v, lo, hi) for k, (v, lo, hi, _) in cols.items()})
+    df["color"] = np.where(red, "red", "white")
+    schema = Schema(tuple(NumericColumn(name=k, lower=lo, upper=hi, bins=b) for k, (_, lo, hi, b) in cols.items())
+                    + (CategoricalColumn(name="color", categories=("red", "white")),))
+    return df, schema
+
+
 def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str, pd.DataFrame, Schema]]:
     if only in (None, "titanic") and (data / "titanic.csv").is_file():
         yield ("titanic", pd.read_csv(data / "titanic.csv", dtype=str, keep_default_na=False),
@@ -86,6 +113,10 @@ def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str,
         for n in rows:
             df, schema = mixed_table(n)
             yield f"mixed {n:,} rows", df, schema
+    if only == "lab":  # not in the default run: eleven numeric columns, far from the target at ε = 1
+        for n in rows:
+            df, schema = lab_table(n)
+            yield f"lab {n:,} rows", df, schema
     for name in ("fair", "randhie"):  # benchmarks/tables/fetch_tables.py writes them
         if only in (None, name) and (data / f"{name}.csv").is_file():
             yield (name, pd.read_csv(data / f"{name}.csv", dtype=str, keep_default_na=False),
@@ -146,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie"], default=None)
+    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     args = ap.parse_args(argv)
