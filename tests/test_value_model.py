@@ -1017,3 +1017,51 @@ def test_value_model_ks_agrees_with_the_point_by_point_cdf_and_handles_an_exact_
     model = fit_value_model(pd.DataFrame({"y": y}), _one(wide), rho=5.0, rng=np.random.default_rng(3))
     assert model.trees["y"].grid.last - model.trees["y"].grid.first >= 10**9 - 1
     assert value_model_ks(y, wide, model) < 0.02
+
+
+def test_children_at_the_noise_level_are_shrunk_towards_their_parents_line_and_spikes_are_kept() -> None:
+    """:func:`dpsynth.value_model._smooth_along_parents` on 60 parents of 16 children whose true counts
+    follow a line inside each parent at 0.8 noise sds per child (what a smooth column's deep level looks
+    like at ε = 1): its squared error is a fraction of the noisy counts' and below the neighbour-mean
+    smoothing's (:func:`dpsynth.value_model._smooth`); a child 12 sds above its line (a point mass) is
+    kept as measured, and each parent's children add up to about its count."""
+    rng = np.random.default_rng(3)
+    sd, parents, kids = 50.0, 60, 16
+    slope = rng.uniform(-4.0, 4.0, parents)
+    true = np.clip(0.8 * sd + slope[:, None] * (np.arange(kids) - 7.5)[None, :], 0.0, None).ravel()
+    true[5 * kids + 3] += 12 * sd
+    noisy = true + rng.normal(0, sd, true.size)
+    parent_of = np.repeat(np.arange(parents), kids)
+    nodes = np.arange(true.size)
+    size = np.ones(true.size)
+    parent_x = np.bincount(parent_of, weights=true) + rng.normal(0, sd / 4, parents)
+    along = vm_module._smooth_along_parents(noisy, nodes + 0.5, size, parent_of, parent_x, sd)
+    near = vm_module._smooth(noisy, nodes, size, sd)
+    err = lambda est: float(np.mean((est - true) ** 2))  # noqa: E731
+    assert err(along) < 0.35 * err(noisy)
+    assert err(along) < 0.8 * err(near)
+    assert along[5 * kids + 3] == noisy[5 * kids + 3]
+    sums = np.bincount(parent_of, weights=along)
+    assert np.max(np.abs(sums - parent_x)) < 4 * sd
+
+
+def test_parent_lines_are_off_when_the_release_is_mostly_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below :data:`dpsynth.value_model.PARENT_LINE_MIN_SNR` noise sds of level-1 rows (here 2,000 rows and
+    a noise sd of 141) the children are smoothed towards their neighbours alone: the released
+    distribution is the same as with the lines switched off."""
+    rng = np.random.default_rng(4)
+    col = NumericColumn(name="x", lower=0, upper=100, bins=4, integer=True)
+    df = pd.DataFrame({"x": np.clip(np.rint(rng.normal(40, 12, 2000)), 0, 100)})
+    model = fit_value_model(df, _one(col), epsilon=0.02, rng=np.random.default_rng(5))  # 2,000 rows, sd 141
+    assert model.trees["x"].grid.levels == 2
+    u = np.arange(0, 101, dtype=np.float64)
+    with_lines = model.cdf("x", col, u)
+    monkeypatch.setattr(vm_module, "PARENT_LINE_SDS", 0.0)
+    fresh = ValueModel.from_dict(model.to_dict())
+    assert np.array_equal(fresh.cdf("x", col, u), with_lines)
+    # and at a budget where they are on, they change it
+    rich = fit_value_model(df, _one(col), rho=0.002, rng=np.random.default_rng(5))
+    off = ValueModel.from_dict(rich.to_dict()).cdf("x", col, u)
+    monkeypatch.setattr(vm_module, "PARENT_LINE_SDS", 2.0)
+    on = ValueModel.from_dict(rich.to_dict()).cdf("x", col, u)
+    assert not np.array_equal(on, off)
