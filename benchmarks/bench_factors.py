@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from bench_marginals import Workload  # noqa: E402
-from bench_value_ks import mixed_table  # noqa: E402
+from bench_value_ks import lab_table, mixed_table  # noqa: E402
 
 from dpsynth.binning import encode  # noqa: E402
 from dpsynth.marginals import budget  # noqa: E402
@@ -42,6 +42,9 @@ def table(args: argparse.Namespace) -> tuple[pd.DataFrame, Schema]:
     data = Path(args.data)
     if args.table == "mixed":
         df, schema = mixed_table(args.rows or 20_000)
+        return df.astype(str), schema
+    if args.table == "lab":
+        df, schema = lab_table(args.rows or 6_497)
         return df.astype(str), schema
     if args.table == "titanic":
         schema, df = load_schema(HERE / "titanic_schema.json"), pd.read_csv(data / "titanic.csv", dtype=str, keep_default_na=False)
@@ -58,7 +61,7 @@ def table(args: argparse.Namespace) -> tuple[pd.DataFrame, Schema]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / ".." / "shared" / "data"), help="folder with adult.csv etc.")
-    ap.add_argument("--table", choices=["adult", "titanic", "mixed"], default="adult")
+    ap.add_argument("--table", choices=["adult", "titanic", "mixed", "lab"], default="adult")
     ap.add_argument("--columns", default=None, help="comma-separated columns (adult, titanic)")
     ap.add_argument("--rows", type=int, default=None, help="a seeded sample of this many rows (mixed: its size)")
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])

@@ -58,7 +58,7 @@ from dpsynth.schema import NumericColumn  # noqa: E402
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / ".." / "shared" / "data"), help="folder with adult.csv etc.")
-    ap.add_argument("--table", choices=["adult", "titanic", "mixed"], default="titanic")
+    ap.add_argument("--table", choices=["adult", "titanic", "mixed", "lab"], default="titanic")
     ap.add_argument("--columns", default=None, help="comma-separated columns (adult, titanic)")
     ap.add_argument("--rows", type=int, default=None, help="a seeded sample of this many rows (mixed: its size)")
     ap.add_argument("--eps", type=float, default=1.0)
