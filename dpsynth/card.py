@@ -121,14 +121,24 @@ def _row_count_stage(plan: Any) -> list[dict[str, Any]]:
 
 def _share_rule(plan: Any) -> str:
     """How the noisy row count set the value model's share (card wording)."""
-    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, VALUE_RHO_SHARE_MAX, VALUE_SHARE_FULL_SIZE
+    from dpsynth.value_model import (
+        DEFAULT_VALUE_RHO_SHARE,
+        VALUE_COLUMNS_REFERENCE,
+        VALUE_RHO_SHARE_CEILING,
+        VALUE_RHO_SHARE_MAX,
+        VALUE_SHARE_FULL_SIZE,
+    )
 
     b = plan.budget
     share = b.rho_values / max(b.rho_total - b.rho_rows, 1e-300)
+    f = max(1.0, b.value_columns / VALUE_COLUMNS_REFERENCE)
     return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
             f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
-            f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; here n̂ = {b.noisy_rows:,} and √ρ = {b.rho_total ** 0.5:.4g}"
-            " (post-processing of the released count)")
+            f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; with more than {VALUE_COLUMNS_REFERENCE} numeric columns"
+            f" to describe, that growing share and its cap are multiplied by their number ÷ {VALUE_COLUMNS_REFERENCE}"
+            f" (each column's part stays as large), at most {VALUE_RHO_SHARE_CEILING:.0%}; here n̂ = {b.noisy_rows:,},"
+            f" √ρ = {b.rho_total ** 0.5:.4g} and {b.value_columns} numeric columns (×{f:.3g})"
+            " (post-processing of the released count and the public schema)")
 
 
 def _stages(plan: Any, result: Any) -> list[dict[str, Any]]:

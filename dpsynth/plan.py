@@ -111,6 +111,8 @@ class BudgetSplit:
     rho_rows: float = 0.0
     #: the released noisy row count the split was resolved with (None: not resolved, or a fixed share)
     noisy_rows: int | None = None
+    #: the schema's value columns (:func:`dpsynth.value_model.value_columns`), which the share also follows
+    value_columns: int = 0
 
     @property
     def adaptive(self) -> bool:
@@ -119,14 +121,17 @@ class BudgetSplit:
 
     def resolve(self, noisy_rows: int, epsilon: float, delta: float) -> BudgetSplit:
         """The split of an (ε, δ) release for its released noisy row count: the value model gets
-        :func:`dpsynth.value_model.value_rho_share` of the ρ left after the count, the main method the rest."""
+        :func:`dpsynth.value_model.value_rho_share` of the ρ left after the count (for its noisy rows and the
+        schema's value columns), the main method the rest."""
         from dpsynth.value_model import value_rho_share
 
         if not self.adaptive:
             raise InputError("This budget split has a fixed share; there is nothing to resolve.")
         left = (self.rho_total - self.rho_rows) * (1 - 1e-12)
-        split = _zcdp_split(left, value_rho_share(noisy_rows, self.rho_total), delta, epsilon)
-        return replace(split, rho_total=self.rho_total, rho_rows=self.rho_rows, noisy_rows=int(noisy_rows))
+        share = value_rho_share(noisy_rows, self.rho_total, self.value_columns)
+        split = _zcdp_split(left, share, delta, epsilon)
+        return replace(split, rho_total=self.rho_total, rho_rows=self.rho_rows, noisy_rows=int(noisy_rows),
+                       value_columns=self.value_columns)
 
     @property
     def has_values(self) -> bool:
@@ -268,7 +273,7 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
         return replace(_zcdp_split(rho_total, share, delta, epsilon), rho_total=rho_total)
     rho_rows = rho_total * ROW_COUNT_RHO_SHARE
     split = _zcdp_split((rho_total - rho_rows) * (1 - 1e-12), share, delta, epsilon)
-    return replace(split, rho_total=rho_total, rho_rows=rho_rows)
+    return replace(split, rho_total=rho_total, rho_rows=rho_rows, value_columns=len(value_columns(schema)))
 
 
 def _zcdp_split(rho: float, share: float, delta: float, epsilon: float) -> BudgetSplit:

@@ -1065,3 +1065,47 @@ def test_parent_lines_are_off_when_the_release_is_mostly_noise(monkeypatch: pyte
     monkeypatch.setattr(vm_module, "PARENT_LINE_SDS", 2.0)
     on = ValueModel.from_dict(rich.to_dict()).cdf("x", col, u)
     assert not np.array_equal(on, off)
+
+
+@given(n=st.floats(1.0, 1e7), rho=st.floats(1e-6, 50.0), k=st.integers(0, 80))
+def test_value_share_grows_with_the_numeric_columns_to_describe(n: float, rho: float, k: int) -> None:
+    """With k value columns the share's growing part and its cap are f = max(1, k/5) times those of five
+    columns (each column's part of ρ_v stays as large), never below the default, never above the ceiling,
+    and up to five columns it is the share of five."""
+    from dpsynth.value_model import (
+        DEFAULT_VALUE_RHO_SHARE,
+        VALUE_COLUMNS_REFERENCE,
+        VALUE_RHO_SHARE_CEILING,
+        VALUE_RHO_SHARE_MAX,
+        value_rho_share,
+    )
+
+    five, share = value_rho_share(n, rho), value_rho_share(n, rho, k)
+    f = max(1.0, k / VALUE_COLUMNS_REFERENCE)
+    assert DEFAULT_VALUE_RHO_SHARE <= share <= min(VALUE_RHO_SHARE_CEILING, f * VALUE_RHO_SHARE_MAX) + 1e-15
+    assert share >= five
+    if k <= VALUE_COLUMNS_REFERENCE:
+        assert share == five
+    if DEFAULT_VALUE_RHO_SHARE < five < VALUE_RHO_SHARE_MAX:  # the growing part, not clipped
+        assert share == pytest.approx(min(VALUE_RHO_SHARE_CEILING, f * five))
+
+
+def test_a_release_with_many_numeric_columns_gives_its_value_model_their_share() -> None:
+    """Eleven value columns: the released split is the rule's for the noisy count and 11 columns, the card
+    says so, and the three parts still add up within ρ."""
+    from dpsynth import zcdp
+    from dpsynth.value_model import value_rho_share
+
+    g = np.random.default_rng(6)
+    cols = {f"x{i}": np.round(g.normal(50, 10, 3000), 1) for i in range(11)}
+    df = pd.DataFrame(cols)
+    schema = Schema(tuple(NumericColumn(name=c, lower=0, upper=100, bins=5) for c in cols))
+    assert len(value_columns(schema)) == 11
+    rel = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=3)
+    priv = rel.card["privacy"]
+    first = priv["stages"][0]
+    n_hat, total = first["released"]["noisy_rows"], zcdp.rho_from_epsilon(1.0, 1e-9)
+    assert rel.values.rho == pytest.approx(value_rho_share(n_hat, total, 11) * (total - first["rho"]))
+    assert value_rho_share(n_hat, total, 11) > value_rho_share(n_hat, total)
+    assert "11 numeric columns (×2.2)" in first["rule"]
+    assert first["rho"] + priv["rho_main_method"] + priv["rho_value_model"] <= total
