@@ -145,14 +145,15 @@ VALUE_RHO_SHARE_MAX = 0.12
 #: :data:`DEFAULT_VALUE_RHO_SHARE`; below it the share grows as 1/(n̂·√ρ)², reaching
 #: :data:`VALUE_RHO_SHARE_MAX` at 5,000 rows at ε = 1, δ = 1e-9 (about 7,000 rows or fewer get more than 6%).
 VALUE_SHARE_FULL_SIZE = 866.0
-#: Value columns (:func:`value_columns`) the rule above was set for (Adult and Fair have 5, Titanic 4, the
+#: Value columns (:func:`value_columns`) the rule above was set for (Fair has 5, Titanic 4, Adult and the
 #: generated mixed table 6). ρ_v is split over every (column, level) pair, so each column's noise grows as
 #: √(columns); with more columns the growing part of the share and its cap grow in proportion (the floor
 #: does not: a large table keeps 6%). On a generated laboratory panel of 6,497 rows with 11 value columns
 #: (``bench_value_ks.py --only lab``), at ε = 1 (12 paired seeds): share 7.2% → 15.8%, mean KS 0.039 → 0.030,
 #: 2-/3-way TVD +0.0019 ± 0.0009 / +0.0027 ± 0.0012, where AIM (mbi 2.0, one seed) is at 0.0222 / 0.0373
 #: and dpsynth at 0.0165 / 0.0285 (0.74 / 0.76 × AIM; 0.83 / 0.84 after). The mixed table at 5,000 rows
-#: (6 columns): 12% → 14.4%, KS 0.034 → 0.031, TVD +0.0003 ± 0.0009 / +0.0000 ± 0.0012.
+#: (6 columns): 12% → 14.4%, KS 0.034 → 0.031, TVD +0.0003 ± 0.0009 / +0.0000 ± 0.0012; Adult at 5,000 rows (6):
+#: KS 0.0287 → 0.0283, TVD +0.0011 ± 0.0021 / +0.0012 ± 0.0031; the whole of Adult keeps its 6%.
 VALUE_COLUMNS_REFERENCE = 5
 #: … and whatever the columns, the main method keeps at least three quarters of ρ.
 VALUE_RHO_SHARE_CEILING = 0.25
