@@ -1318,9 +1318,16 @@ def _smooth(x: np.ndarray, nodes: np.ndarray, size: np.ndarray, sd: float) -> np
     both = left & right
     prior = np.zeros(n)
     prior[1:-1] = 0.5 * (d[:-2] + d[2:]) * size[1:-1]
-    dev = x - prior
     var = sd * sd * 1.5
-    smooth = both & (np.abs(dev) <= SMOOTH_Z * math.sqrt(var))
+    smooth = both & (np.abs(x - prior) <= SMOOTH_Z * math.sqrt(var))
+    return _shrink(x, prior, var, smooth)
+
+
+def _shrink(x: np.ndarray, prior: np.ndarray, var: float, smooth: np.ndarray) -> np.ndarray:
+    """``x`` where not ``smooth``; elsewhere prior + λ·(x − prior), λ = max(0, 1 − Σvar/Σ(x − prior)²) over
+    the smoothed nodes within :data:`SMOOTH_WINDOW` places (the positive-part James–Stein factor, local)."""
+    n = len(x)
+    dev = x - prior
 
     def window(a: np.ndarray) -> np.ndarray:
         c = np.r_[0.0, np.cumsum(a)]
@@ -1368,15 +1375,7 @@ def _smooth_along_parents(x: np.ndarray, centre: np.ndarray, size: np.ndarray, p
         dev = x - prior
         spike = np.abs(dev) > SMOOTH_Z * sd
 
-    def window(a: np.ndarray) -> np.ndarray:
-        c = np.r_[0.0, np.cumsum(a)]
-        i = np.arange(n)
-        return c[np.minimum(i + SMOOTH_WINDOW + 1, n)] - c[np.maximum(i - SMOOTH_WINDOW, 0)]
-
-    ss = window(np.where(spike, 0.0, dev * dev))
-    vs = window(np.where(spike, 0.0, sd * sd))
-    lam = np.where(ss > 0, np.maximum(0.0, 1.0 - vs / np.where(ss > 0, ss, 1.0)), 0.0)
-    return np.where(spike, x, prior + lam * dev)
+    return _shrink(x, prior, sd * sd, ~spike)
 
 
 def _node_sizes(idx: np.ndarray, width: int, leaves: int) -> np.ndarray:
