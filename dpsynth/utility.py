@@ -149,8 +149,7 @@ def value_model_ks(values: np.ndarray, col: NumericColumn, model: ValueModel) ->
     share = np.bincount(np.clip(np.searchsorted(lo, g.units(real), side="right") - 1, 0, len(lo) - 1),
                         minlength=len(lo)) / len(real)
     at = np.unique(real)
-    u = at * 10.0**g.decimals if g.decimals >= 0 else at / float(10 ** (-g.decimals))
-    u = np.where(np.abs(u - np.rint(u)) <= 1e-9 * np.maximum(1.0, np.abs(u)), np.rint(u), u)
+    u = g.positions(at)
     # between two real values the real CDF is flat and the model's rises: compare at each real value
     # and just before it (the grid points strictly below it)
     below = np.ceil(u) - 1

@@ -280,6 +280,12 @@ class ColumnGrid:
         k = np.rint(_scaled(values, self.decimals))
         return np.clip(k, self.first, self.last).astype(np.int64)
 
+    def positions(self, values: np.ndarray) -> np.ndarray:
+        """Float grid units of ``values`` (k for the value k·10^-d, not rounded nor clamped); a value on
+        the grid up to float parsing error (:func:`off_grid`) is on its point exactly."""
+        x = _scaled(values, self.decimals)
+        return np.where(off_grid(values, self.decimals), x, np.rint(x))
+
     def values(self, k: np.ndarray) -> np.ndarray:
         """Float64 values k·10^-d, correctly rounded (the float a reader parses from k written with d decimals)."""
         k = np.asarray(k)
@@ -502,10 +508,10 @@ class Precision:
             return chosen
         first = c[:n1]
         for i in range(self.candidates.index(chosen) + 1, self.n_regular):
-            if float(first[i + 1:].sum()) <= PRECISION_TOLERANCE * total:
+            if _fits(first, i, total, 0.0):
                 return self.candidates[i]
         second = c[n1:n1 + n2]
-        j = next((j for j in range(n2 - 1) if float(second[j + 1:].sum()) <= PRECISION_TOLERANCE * total), None)
+        j = next((j for j in range(n2 - 1) if _fits(second, j, total, 0.0)), None)
         if j is not None:
             return self.candidates[self.n_regular + j]
         if second[-1] <= 0.5 * float(second.sum()):
@@ -515,7 +521,8 @@ class Precision:
 
 
 def _fits(cells: np.ndarray, i: int, total: float, sd: float) -> bool:
-    """Whether at most :data:`PRECISION_TOLERANCE` of ``total`` rows lie after cell ``i`` (up to noise)."""
+    """Whether at most :data:`PRECISION_TOLERANCE` of ``total`` rows lie after cell ``i``, up to
+    :data:`PRECISION_Z` noise sds ``sd`` of their sum (0: no allowance)."""
     off = float(cells[i + 1:].sum())
     return off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(cells) - 1 - i)
 
@@ -1360,12 +1367,13 @@ def _smooth_along_parents(x: np.ndarray, centre: np.ndarray, size: np.ndarray, p
     dens = x / np.maximum(size, 1.0)
     for flat in (True, False):
         keep = np.where(spike, 0.0, size)
+        kept = np.bincount(parent_of, weights=keep, minlength=m)
         rest = np.maximum(parent_x - np.bincount(parent_of, weights=np.where(spike, x, 0.0), minlength=m), 0.0)
-        even = rest[parent_of] * keep / np.maximum(np.bincount(parent_of, weights=keep, minlength=m)[parent_of], 1.0)
+        even = rest[parent_of] * keep / np.maximum(kept[parent_of], 1.0)
         if flat:
             prior = even
         else:
-            sw = np.maximum(np.bincount(parent_of, weights=keep, minlength=m), 1e-300)
+            sw = np.maximum(kept, 1e-300)
             c0 = (np.bincount(parent_of, weights=keep * centre, minlength=m) / sw)[parent_of]
             d0 = (np.bincount(parent_of, weights=keep * dens, minlength=m) / sw)[parent_of]
             u = centre - c0

@@ -467,9 +467,7 @@ def test_audit_rounding_gap_spends_only_its_share(planted_bug: bool, monkeypatch
     shows all of it; a planted bug that gives it twice its share must exceed it."""
     if planted_bug:
         monkeypatch.setattr(vm_module, "ROUNDING_GAP_SHARE_OF_BUDGET", 2 * vm_module.ROUNDING_GAP_SHARE_OF_BUDGET)
-    schema = _one(NumericColumn(name="x", lower=0, upper=15, bins=2))
-    small = pd.DataFrame({"x": [1.0] * 2000})
-    large = pd.DataFrame({"x": [1.0] * 2000 + [3.4]})
+    schema, small, large = _one_row_added(2000, 3.4)
 
     def hits(df: pd.DataFrame, runs: int, rng: np.random.Generator) -> int:
         out = 0
@@ -480,6 +478,13 @@ def test_audit_rounding_gap_spends_only_its_share(planted_bug: bool, monkeypatch
         return out
 
     _assert_audit(hits, large, small, 2000, (500, 600), float(vm_module.ROUNDING_GAP_SHARE_OF_BUDGET) * 30.0, planted_bug)
+
+
+def _one_row_added(n: int, extra: float) -> tuple[Schema, pd.DataFrame, pd.DataFrame]:
+    """A column on [0, 15] in two bins: ``n`` rows at 1.0, and the same with one row at ``extra`` added
+    (neighbours under add-remove)."""
+    schema = _one(NumericColumn(name="x", lower=0, upper=15, bins=2))
+    return schema, pd.DataFrame({"x": [1.0] * n}), pd.DataFrame({"x": [1.0] * n + [extra]})
 
 
 def _assert_audit(hits: Callable[[pd.DataFrame, int, np.random.Generator], int], large: pd.DataFrame,
@@ -504,9 +509,7 @@ def test_audit_precision_count_spends_only_its_share(planted_bug: bool, monkeypa
     the precision count twice its share must exceed it."""
     if planted_bug:
         monkeypatch.setattr(vm_module, "PRECISION_SHARE", 2 * vm_module.PRECISION_SHARE)
-    schema = _one(NumericColumn(name="x", lower=0, upper=15, bins=2))
-    small = pd.DataFrame({"x": [1.0] * 30})
-    large = pd.DataFrame({"x": [1.0] * 30 + [3.5]})
+    schema, small, large = _one_row_added(30, 3.5)
 
     def hits(df: pd.DataFrame, runs: int, rng: np.random.Generator) -> int:
         # the count of rows on tenths but off whole numbers (Precision.classes: class 1)
