@@ -234,6 +234,26 @@ def test_point_mass_survives_a_release_at_epsilon_one() -> None:
     assert np.mean(plain.synthetic["gain"] == 0) < 0.2  # what the value model fixes
 
 
+def test_a_declared_grid_finer_than_a_million_points_keeps_its_point_masses() -> None:
+    """Whole dollars declared on [0, 10,000,000] (ten million grid points): 60% zeros and 10% at 40,000
+    come out at their points (leaves of ten points, as before, put a tenth of the zeros at 0). Only a
+    grid of more than 2^30 points groups its points into leaves."""
+    rng = np.random.default_rng(8)
+    n = 20_000
+    u = rng.random(n)
+    income = np.where(u < 0.6, 0, np.where(u < 0.7, 40_000, np.rint(rng.lognormal(10, 1, n)))).astype(np.int64)
+    col = NumericColumn(name="income", lower=0, upper=10_000_000, bins=10, integer=True)
+    assert ColumnGrid.of(col).width == 1 and ColumnGrid.of(col).leaves == 10_000_001
+    tiny = NumericColumn(name="x", lower=0, upper=10, bins=5, decimals=9)
+    assert ColumnGrid.of(tiny).width == 10 and ColumnGrid.of(tiny).leaves <= vm_module.MAX_LEAVES
+    schema = Schema((col, CategoricalColumn(name="g", categories=("a", "b"))))
+    df = pd.DataFrame({"income": income, "g": rng.choice(["a", "b"], n)})
+    syn = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=4).synthetic["income"]
+    assert abs(np.mean(syn == 0) - 0.6) < 0.03
+    assert abs(np.mean(syn == 40_000) - np.mean(income == 40_000)) < 0.03
+    assert stats.ks_2samp(income, syn).statistic < 0.05
+
+
 def test_continuous_column_gets_an_automatic_grid_that_keeps_point_masses() -> None:
     rng = np.random.default_rng(8)
     n = 20_000
