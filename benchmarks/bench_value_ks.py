@@ -15,6 +15,7 @@ KS that the main model's one-way error leaves before the value model adds its ow
     python benchmarks/bench_value_ks.py --only mixed --delta 0    # pure DP (Laplace), as the dashboard's default
     python benchmarks/bench_value_ks.py --only lab --rows 6497 20000   # eleven smooth lab-panel columns (lab_table)
     python benchmarks/bench_value_ks.py --alone --branching 24 64 --seeds 20   # the value model alone
+    python benchmarks/bench_value_ks.py --only titanic --alone --decimals fare=4  # a curator declares a fine grid
 
 ``--alone`` measures what the value model adds by itself: value models fitted with the budget the
 release gives them (its ε_v or ρ_v), the real rows' bins with their exact shares, and inside each bin
@@ -27,6 +28,7 @@ Seeds are for the benchmark only (reproducible comparison); releases use a secur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,9 +182,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
+    ap.add_argument("--decimals", nargs="+", default=[], metavar="COLUMN=D",
+                    help="declare these numeric columns' decimals in the schema (as a curator would)")
     args = ap.parse_args(argv)
+    declared = {k: int(v) for k, v in (a.split("=", 1) for a in args.decimals)}
 
     for name, df, schema in tables(Path(args.data), args.rows, args.only):
+        if declared:
+            schema = Schema(tuple(dataclasses.replace(c, decimals=declared[c.name]) if c.name in declared else c
+                                  for c in schema.columns))
+            name = f"{name}, declared {', '.join(args.decimals)}"
         if args.alone:
             run_alone(name, df, schema, args)
             continue

@@ -32,8 +32,8 @@ add-remove, 2 under replace-one) — is measured (:data:`ROUNDING_GAP_SHARE_OF_B
 (:meth:`Precision.choose`) moves the column to the exact grid its values lie on, or, for values on
 none, to the grid 10^-k finer that makes the gap small. Each of these is a histogram or a count of
 its own with its own noise, chosen from released counts before it is measured (adaptive composition).
-Every grid point is a leaf, declared or estimated, up to :data:`MAX_LEAVES` points; a finer grid
-groups consecutive grid points into equal leaves.
+Every grid point is a leaf, declared or estimated, however fine the grid (a model released before
+this rule may group consecutive points into equal leaves of ``width`` points, and still samples).
 Branching factor b ≤ ``max_branching`` per column, the fewest levels h with b^h ≥ leaves
 (Qardaji, Yang & Li 2013, "Understanding hierarchical methods for differentially private
 histograms": fanouts around 16 minimise range-query error of a full tree; here pruning removes
@@ -115,13 +115,6 @@ from dpsynth.schema import NumericColumn, Schema, grid_ranges
 
 #: Grid points of the automatic grid of a column with neither ``integer`` nor ``decimals``.
 AUTO_GRID_POINTS = 1 << 12
-#: Most leaves of a tree; a finer declared grid groups consecutive grid points into a leaf. Inside a
-#: leaf the release cannot tell the grid points apart, so a point mass there (fares of 0 declared to
-#: four decimals on [0, 600]: six points per leaf at 2^20 leaves) came out spread over the leaf and its
-#: KS distance was most of the mass (Titanic's fare, value model alone at ε = 1: 0.34; at one point per
-#: leaf 0.095). Pruning keeps a deeper tree cheap (only nodes over the threshold are expanded), and
-#: up to 2^30 points it takes at most one level more at branching 24.
-MAX_LEAVES = 1 << 30
 #: Default largest branching factor of a tree. With the smoothing of each level (:func:`_smooth`), 24
 #: against 64 (the value models alone, ρ_v of an ε = 1 release, bin masses exact, KS of raw values,
 #: 8–20 seeds): Titanic 0.059 → 0.055, Adult at 5,000 / 10,000 / 20,000 / all 48,842 rows 0.036 /
@@ -262,8 +255,14 @@ class ColumnGrid:
         lo, hi = _grid_ranges(col.edges(), d)
         first, last = int(lo[0]), int(hi[-1])
         points = last - first + 1
-        width = -(-points // MAX_LEAVES)
-        leaves = -(-points // width)
+        # one leaf per grid point: inside a leaf of several points the release cannot tell them apart,
+        # so a point mass there (fares of 0 declared to four decimals on [0, 600], at the former limit
+        # of 2^20 leaves six points per leaf) came out spread over the leaf and its KS distance was
+        # most of the mass (Titanic's fare, value model alone at ε = 1: 0.34; one point per leaf: 0.095).
+        # Pruning keeps a deep tree cheap (only nodes over the threshold are expanded); a grid of
+        # 2^53 points (the float64 limit of the schema) takes 12 levels at branching 24.
+        width = 1
+        leaves = points
         b = max(2, int(max_branching))
         levels = max(1, math.ceil(math.log(leaves) / math.log(b) - 1e-12)) if leaves > 1 else 1
         while b ** (levels - 1) >= leaves and levels > 1:
@@ -351,7 +350,7 @@ FINE_GRID_POINTS = 64**3
 #: the gap shows at any ε: on the RAND Health Insurance Experiment extract (20,190 rows; statsmodels'
 #: ``randhie``), ln(coinsurance + 1) takes five values such as 3.258096, and on hundredths the KS distance of
 #: that column was 0.20 (the rounding alone 0.20); four of its six numeric columns were 0.12–0.20.
-EXACT_GRID_POINTS = MAX_LEAVES
+EXACT_GRID_POINTS = 1 << 30
 #: An exact grid replaces the regular one only when the noisy count of rows by which rounding to the
 #: regular grid would shift the column's distribution (its KS distance in rows, :func:`rounding_gap`, a
 #: measurement of its own) is at least this share of the rows … A continuous column whose values have

@@ -236,8 +236,8 @@ def test_point_mass_survives_a_release_at_epsilon_one() -> None:
 
 def test_a_declared_grid_finer_than_a_million_points_keeps_its_point_masses() -> None:
     """Whole dollars declared on [0, 10,000,000] (ten million grid points): 60% zeros and 10% at 40,000
-    come out at their points (leaves of ten points, as before, put a tenth of the zeros at 0). Only a
-    grid of more than 2^30 points groups its points into leaves."""
+    come out at their points (leaves of ten points, as before, put a tenth of the zeros at 0); so do
+    the zeros of a column declared to nine decimals on [0, 10] (ten billion points)."""
     rng = np.random.default_rng(8)
     n = 20_000
     u = rng.random(n)
@@ -245,13 +245,16 @@ def test_a_declared_grid_finer_than_a_million_points_keeps_its_point_masses() ->
     col = NumericColumn(name="income", lower=0, upper=10_000_000, bins=10, integer=True)
     assert ColumnGrid.of(col).width == 1 and ColumnGrid.of(col).leaves == 10_000_001
     tiny = NumericColumn(name="x", lower=0, upper=10, bins=5, decimals=9)
-    assert ColumnGrid.of(tiny).width == 10 and ColumnGrid.of(tiny).leaves <= vm_module.MAX_LEAVES
-    schema = Schema((col, CategoricalColumn(name="g", categories=("a", "b"))))
-    df = pd.DataFrame({"income": income, "g": rng.choice(["a", "b"], n)})
-    syn = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=4).synthetic["income"]
-    assert abs(np.mean(syn == 0) - 0.6) < 0.03
-    assert abs(np.mean(syn == 40_000) - np.mean(income == 40_000)) < 0.03
-    assert stats.ks_2samp(income, syn).statistic < 0.05
+    assert ColumnGrid.of(tiny).width == 1 and ColumnGrid.of(tiny).leaves == 10**10 + 1
+    x = np.where(rng.random(n) < 0.4, 0.0, np.round(rng.uniform(0, 10, n), 9))
+    schema = Schema((col, tiny, CategoricalColumn(name="g", categories=("a", "b"))))
+    df = pd.DataFrame({"income": income, "x": x, "g": rng.choice(["a", "b"], n)})
+    syn = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=4).synthetic
+    assert abs(np.mean(syn["income"] == 0) - 0.6) < 0.03
+    assert abs(np.mean(syn["income"] == 40_000) - np.mean(income == 40_000)) < 0.03
+    assert stats.ks_2samp(income, syn["income"]).statistic < 0.05
+    assert abs(np.mean(syn["x"] == 0) - 0.4) < 0.03
+    assert stats.ks_2samp(x, syn["x"]).statistic < 0.05
 
 
 def test_continuous_column_gets_an_automatic_grid_that_keeps_point_masses() -> None:
@@ -581,6 +584,21 @@ def test_a_value_model_released_before_exact_grids_still_reads_describes_and_sam
     codes = rng.integers(0, 8, 500)
     np.testing.assert_array_equal(old.sample_in_bins("age", codes, rng=np.random.default_rng(1), col=col),
                                   vm.sample_in_bins("age", codes, rng=np.random.default_rng(1), col=col))
+
+
+def test_a_value_model_released_with_leaves_of_several_points_still_reads_and_samples() -> None:
+    """value_model.json written when declared grids of more than 2^20 points grouped their points into
+    leaves: a one-level tree of 5 leaves of 2 points each on 0..9 still samples, each leaf's mass over its points."""
+    col = NumericColumn(name="x", lower=0, upper=9, bins=5, integer=True)
+    rng = np.random.default_rng(3)
+    d = json.loads(fit_value_model(pd.DataFrame({"x": rng.integers(0, 10, 500)}), _one(col), rho=1.0, rng=rng).to_json())
+    d["columns"]["x"].update(grid={"decimals": 0, "declared": True, "first": 0, "last": 9, "width": 2, "leaves": 5,
+                                   "branching": 5, "levels": 1},
+                             nodes=[[0, 1, 2, 3, 4]], counts=[[400, 0, 0, 0, 100]])
+    old = ValueModel.from_dict(d)
+    k = old.sample_in_bins("x", np.r_[np.zeros(1000, np.int64), np.full(1000, 4)], rng=np.random.default_rng(1), col=col)
+    assert set(k[:1000]) == {0, 1} and set(k[1000:]) == {8, 9}
+    assert abs(np.mean(k[:1000] == 0) - 0.5) < 0.01
 
 
 def test_estimated_grids_round_trip_and_a_one_point_per_bin_grid_needs_no_tree() -> None:
