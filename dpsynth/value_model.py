@@ -25,8 +25,10 @@ then come out whole instead of smeared over a 0.01 grid, a lab value with one de
 and a fare keeps its pence. (The regular candidates start at the coarsest grid with a point in every
 bin; a column whose whole numbers are too many starts at its automatic grid.) Grids finer than
 :data:`FINE_GRID_POINTS`, up to :data:`EXACT_GRID_POINTS`, are *exact* candidates: the rows off every
-regular grid form one cell of that histogram, and a second one (:data:`EXACT_PRECISION_SHARE`) counts
-them by the coarsest exact grid they lie on; then the column's rounding gap — max_x |#{v ≤ x} − #{r(v) ≤ x}|
+regular grid form one cell of that histogram. A column that this histogram shows with significantly
+more than :data:`ROUNDING_GAP_SHARE` of its rows off the regular grid it chose
+(:meth:`Precision.may_need_exact`) gets a second one (:data:`EXACT_PRECISION_SHARE`, split over those
+columns alone) that counts them by the coarsest exact grid they lie on; then the column's rounding gap — max_x |#{v ≤ x} − #{r(v) ≤ x}|
 for r the nearest point of the grid chosen so far (:func:`rounding_gap`, sensitivity 1 under
 add-remove, 2 under replace-one) — is measured (:data:`ROUNDING_GAP_SHARE_OF_BUDGET`), and a large one
 (:meth:`Precision.choose`) moves the column to the exact grid its values lie on, or, for values on
@@ -490,6 +492,17 @@ class Precision:
         last = self.n_regular if self.fallback is not None else self.n_regular - 1
         return next((d for i, d in enumerate(self.candidates[:last]) if _fits(first, i, total, sd)), self.fine)
 
+    def may_need_exact(self, counts: Sequence[int], sd: float) -> bool:
+        """Whether the released first histogram (post-processing) puts more than :data:`ROUNDING_GAP_SHARE`
+        of the rows off the regular choice, by :data:`PRECISION_Z` noise sds ``sd`` of their count: only
+        then can rounding to it move the distribution that far (the rounding gap is at most the rows it
+        moves), so only then are the second histogram and the rounding gap worth measuring."""
+        first = np.asarray(counts[:self.n_regular + 1], dtype=np.float64)
+        i = self.candidates.index(self.regular_choice(first, sd))
+        cells = len(first) - 1 - i
+        return cells > 0 and float(first[i + 1:].sum()) > (ROUNDING_GAP_SHARE * float(first.sum())
+                                                            + PRECISION_Z * sd * math.sqrt(cells))
+
     def choose(self, counts: Sequence[int], sd: float, sd_exact: float | None = None, sd_gap: float | None = None) -> int:
         """The grid from all the released noisy counts (post-processing): :meth:`regular_choice`, unless the
         column has exact candidates and the released rounding gap of the regular choice (the last count,
@@ -779,10 +792,13 @@ class ValueModel:
         per_precision = self.unit_cost(self.precision_noise) if self.precision_noise is not None else 0.0
         per_exact = self.unit_cost(self.exact_precision_noise) if self.exact_precision_noise is not None else 0.0
         per_exact += self.gap_cost()
+        sd = _noise_sd(self.precision_noise, self.gaussian) if self.precision_noise is not None else 0.0
         exact_text = ("" if self.exact_precision_noise is None else
                       f"; {float(EXACT_PRECISION_SHARE):.0%} split equally over the columns with grids of more than"
-                      f" {FINE_GRID_POINTS:,} points to choose from (their noisy counts of the rows off every coarser"
-                      f" grid, by the coarsest finer grid they lie on), and {float(ROUNDING_GAP_SHARE_OF_BUDGET):.0%}"
+                      f" {FINE_GRID_POINTS:,} points to choose from whose first noisy counts put significantly more"
+                      f" than {ROUNDING_GAP_SHARE:.0%} of their rows off the grid they chose (their noisy counts of the"
+                      " rows off every coarser grid, by the coarsest finer grid they lie on; the other columns' part"
+                      f" goes to the levels), and {float(ROUNDING_GAP_SHARE_OF_BUDGET):.0%}"
                       " on their rounding gaps (the largest difference, in rows, between the distribution of their"
                       " values and of their values rounded to the grid chosen so far); a column whose rounding gap"
                       f" could not be told from noise even if {EXACT_MIN_GAP:.0%} of its rows moved is not measured"
@@ -863,7 +879,12 @@ class ValueModel:
                                f" {ROUNDING_GAP_SHARE:.0%} of the rows and {ROUNDING_GAP_Z:g} noise standard deviations"),
                     key: per_precision,
                 }
-                if prec.regular is not None and len(noisy) == reg + 1:
+                if prec.regular is not None and len(noisy) == reg + 1 and not prec.may_need_exact(noisy, sd):
+                    out["precision"]["exact_grids"] = (f"not measured: the noisy counts put no more than"
+                                                       f" {ROUNDING_GAP_SHARE:.0%} of the rows (up to {PRECISION_Z:g} noise"
+                                                       " standard deviations) off the grid chosen, so rounding to it"
+                                                       " cannot move the distribution that far")
+                elif prec.regular is not None and len(noisy) == reg + 1:
                     out["precision"]["exact_grids"] = (f"not measured: {ROUNDING_GAP_Z:g} noise standard deviations of a"
                                                        f" rounding gap exceed {EXACT_MIN_GAP:.0%} of the noisy rows")
                 elif prec.regular is not None:
@@ -1074,16 +1095,11 @@ def fit_value_model_from_counts(
         return lambda size: noise.discrete_laplace(param, size, rng=rng)
 
     # 1. the precision counts (PRECISION_SHARE of the budget, and EXACT_PRECISION_SHARE and
-    # ROUNDING_GAP_SHARE_OF_BUDGET for the second histograms and the rounding gaps when some column has
-    # exact candidates), then each column's grid from them
-    n_exact = sum(p is not None and p.regular is not None for p in precs.values())
+    # ROUNDING_GAP_SHARE_OF_BUDGET for the second histograms and the rounding gaps of the columns that
+    # may need exact grids), then each column's grid from them
     precision_noise = noise_for(n_prec, PRECISION_SHARE * budget) if n_prec else Fraction(0)
-    exact_noise = noise_for(n_exact, EXACT_PRECISION_SHARE * budget) if n_exact else None
-    dg = rounding_gap_sensitivity(rel, max_contributions)
-    gap_noise = noise_for(n_exact, ROUNDING_GAP_SHARE_OF_BUDGET * budget, dg, dg * dg) if n_exact else None
     grids, chosen, firsts = {}, {}, {}
     sd = _noise_sd(precision_noise, gaussian) if n_prec else 0.0
-    sd_gap = None if gap_noise is None else _noise_sd(gap_noise, gaussian)
     for col in cols:
         prec, c = precs[col.name], counts[col.name]
         if prec is None:
@@ -1094,6 +1110,17 @@ def fit_value_model_from_counts(
         if len(c.precision) != n1 + n2:
             raise InputError(f"The precision counts of {col.name!r} do not fit its {len(prec.candidates)} candidate grids.")
         firsts[col.name] = _measure_precision(c.precision[:n1], sampler(precision_noise))
+    # only columns whose released first histogram puts significantly more than ROUNDING_GAP_SHARE of
+    # the rows off the regular choice can have a rounding gap that large: the exact budget is split
+    # over them alone, and the others' part goes to the levels (adaptive composition: the decision
+    # reads only released counts)
+    exact = {c.name for c in cols if precs[c.name] is not None and precs[c.name].n_counts[1]
+             and precs[c.name].may_need_exact(firsts[c.name], sd)}
+    n_exact = len(exact)
+    exact_noise = noise_for(n_exact, EXACT_PRECISION_SHARE * budget) if n_exact else None
+    dg = rounding_gap_sensitivity(rel, max_contributions)
+    gap_noise = noise_for(n_exact, ROUNDING_GAP_SHARE_OF_BUDGET * budget, dg, dg * dg) if n_exact else None
+    sd_gap = None if gap_noise is None else _noise_sd(gap_noise, gaussian)
     # a column whose rounding gap could not be told from noise even if half its rows moved cannot get
     # an exact grid: its share of the exact budget goes to the levels instead (adaptive composition:
     # the decision reads only the released first histograms)
@@ -1105,9 +1132,9 @@ def fit_value_model_from_counts(
             continue
         c, noisy = counts[col.name], firsts[col.name]
         n1, n2 = prec.n_counts
-        if n2 and sd_gap is not None and ROUNDING_GAP_Z * sd_gap > EXACT_MIN_GAP * sum(noisy):
+        if col.name in exact and sd_gap is not None and ROUNDING_GAP_Z * sd_gap > EXACT_MIN_GAP * sum(noisy):
             unused += 1
-        elif n2:
+        elif col.name in exact:
             assert exact_noise is not None and gap_noise is not None
             noisy += _measure_precision(c.precision[n1:], sampler(exact_noise))
             # how far rounding to the grid chosen so far would move the values (measured after that choice)

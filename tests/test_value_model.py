@@ -24,7 +24,7 @@ from dpsynth.neighbours import hierarchical_histogram_l1_sensitivity
 from dpsynth.plan import split_value_budget
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 from dpsynth.utility import value_model_ks
-from dpsynth.value_model import ColumnGrid, ValueModel, fit_value_model, value_columns
+from dpsynth.value_model import ColumnGrid, Precision, ValueModel, fit_value_model, value_columns
 from tests.audit_tools import epsilon_lower_bound
 
 
@@ -350,8 +350,12 @@ def test_undeclared_whole_numbers_come_out_whole_and_other_values_keep_their_dec
     noisy = col["precision"]["noisy_rows_by_coarsest_grid"]
     assert "estimated" in col["grid"] and list(noisy) == [f"multiples of 10^-{d}" if d else "multiples of 10^0"
                                                           for d in range(4)] + ["none of these"]
-    exact = col["precision"]["of_none_of_these_by_coarsest_exact_grid"]
-    assert list(exact) == [f"multiples of 10^-{d}" for d in range(4, 8)] + ["none of them"]
+    # 0.4% of the ages and none of the fares lie off the grid each chose: rounding cannot move either far,
+    # so neither is measured for the finer (exact) grids, and their part of the budget goes to the levels
+    for name in ("age", "fare"):
+        p = rel.card["value_model"]["stage"]["columns"][name]["precision"]
+        assert "of_none_of_these_by_coarsest_exact_grid" not in p and p["exact_grids"].startswith("not measured: the noisy")
+    assert rel.values.exact_precision_noise is None and rel.values.rounding_gap_noise is None
     assert noisy["multiples of 10^0"] > 4000
     from dpsynth.card import card_markdown
 
@@ -410,6 +414,33 @@ def test_values_with_many_digits_that_repeat_keep_them_and_continuous_wide_ones_
     assert "rounding gap" in stage["columns"]["coins"]["precision"]["rule"] and "rounding gaps" in stage["split"]
     back = ValueModel.from_dict(json.loads(rel.values.to_json()))
     assert back.to_json() == rel.values.to_json()
+
+
+def test_only_columns_with_rows_off_their_grid_are_measured_for_exact_grids_and_get_their_budget() -> None:
+    """Whole dollars with 30% zeros on [0, 10,000,000] (off every grid of at most 262,144 points: 70% of the
+    rows) beside four columns of whole numbers: only the dollars are measured for the exact grids, so
+    their second histogram and rounding gap get the whole exact budget (noise as for one column), and
+    the four others' part goes to the levels. With the budget split over all five, the gap's noise was
+    √5 times larger and rounding to steps of 10,000 (a KS distance of 0.07 at 10,000 rows) went unseen."""
+    rng = np.random.default_rng(5)
+    n = 10_000
+    income = np.where(rng.random(n) < 0.3, 0, np.rint(rng.lognormal(10.5, 0.8, n)))
+    cols = {"income": (income, 10_000_000)} | {f"k{i}": (rng.integers(0, 30, n).astype(float), 60) for i in range(4)}
+    schema = Schema(tuple(NumericColumn(name=k, lower=0, upper=hi, bins=6) for k, (_, hi) in cols.items()))
+    df = pd.DataFrame({k: v for k, (v, _) in cols.items()})
+    rho = 0.001
+    vm = fit_value_model(df, schema, rho=rho, rng=np.random.default_rng(2))
+    stage = vm.describe()["columns"]
+    assert "noisy_rounding_gap_rows" in stage["income"]["precision"]
+    for k in ("k0", "k1", "k2", "k3"):
+        assert stage[k]["precision"]["exact_grids"].startswith("not measured: the noisy counts")
+        assert vm.trees[k].grid.decimals == 0
+    # one column shares the exact budget: σ² = Δ²/(2·share·ρ) with Δ² = 1 (add-remove)
+    assert float(vm.rounding_gap_noise) == pytest.approx(1 / (2 * float(vm_module.ROUNDING_GAP_SHARE_OF_BUDGET) * rho), rel=1e-6)
+    assert vm.trees["income"].grid.decimals == 0  # its gap on steps of 10,000 is significant
+    assert value_model_ks(income, schema.columns[0], vm) < 0.03
+    assert Precision((0, 1, 2), 1, None).may_need_exact((9_950, 0, 0, 50), sd=10.0) is False
+    assert Precision((0, 1, 2), 1, None).may_need_exact((9_500, 0, 0, 500), sd=10.0) is True
 
 
 def test_a_column_too_small_for_its_rounding_gap_to_show_is_not_measured_for_exact_grids() -> None:
@@ -484,20 +515,23 @@ def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
 
 @pytest.mark.parametrize("planted_bug", [False, True])
 def test_audit_rounding_gap_spends_only_its_share(planted_bug: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Neighbours under add-remove: one row at 3.4 added to 2,000 whole numbers (the regular choice stays whole
-    numbers: its precision counts are exact enough at ε_v = 30), which moves the rounding gap of whole
-    numbers from 0 to 1. The gap is ROUNDING_GAP_SHARE_OF_BUDGET·ε_v = 0.9-DP, and the event "noisy gap ≥ 1"
-    shows all of it; a planted bug that gives it twice its share must exceed it."""
+    """Neighbours under add-remove: 1,970 rows at 1 and 30 at 2.00001 (1.5% off the whole numbers: the regular
+    choice stays whole numbers, and rows enough off it to have their rounding gap measured; the precision
+    counts are exact enough at ε_v = 30), and the same with one row at 2.4 added, which moves the rounding gap
+    of whole numbers from 30 to 31. The gap is ROUNDING_GAP_SHARE_OF_BUDGET·ε_v = 0.9-DP, and the event
+    "noisy gap ≥ 31" shows all of it; a planted bug that gives it twice its share must exceed it."""
     if planted_bug:
         monkeypatch.setattr(vm_module, "ROUNDING_GAP_SHARE_OF_BUDGET", 2 * vm_module.ROUNDING_GAP_SHARE_OF_BUDGET)
-    schema, small, large = _one_row_added(2000, 3.4)
+    schema = _one(NumericColumn(name="x", lower=0, upper=15, bins=2))
+    small = pd.DataFrame({"x": [1.0] * 1970 + [2.00001] * 30})
+    large = pd.DataFrame({"x": list(small["x"]) + [2.4]})
 
     def hits(df: pd.DataFrame, runs: int, rng: np.random.Generator) -> int:
         out = 0
         for _ in range(runs):
             prec, noisy = fit_value_model(df, schema, epsilon=30.0, rng=rng).trees["x"].precision
-            assert prec.regular_choice(noisy, sd=1.0) == 0
-            out += noisy[-1] >= 1
+            assert prec.regular_choice(noisy, sd=1.0) == 0 and len(noisy) == sum(prec.n_counts) + 1
+            out += noisy[-1] >= 31
         return out
 
     _assert_audit(hits, large, small, 2000, (500, 600), float(vm_module.ROUNDING_GAP_SHARE_OF_BUDGET) * 30.0, planted_bug)
@@ -572,7 +606,7 @@ def test_a_value_model_released_before_exact_grids_still_reads_describes_and_sam
     vm = fit_value_model(pd.DataFrame({"age": rng.integers(0, 80, 3000).astype(float)}), _one(col), rho=0.05, rng=rng)
     d = json.loads(vm.to_json())
     for key in ("exact_precision_noise", "rounding_gap_noise"):
-        d.pop(key)
+        d.pop(key, None)  # whole numbers: not measured for exact grids now either
     p = d["columns"]["age"]["precision"]
     assert p.pop("regular") == 4
     p["candidates"], p["counts"] = [0, 1, 2, 3], p["counts"][:4] + [0]
@@ -770,8 +804,9 @@ def test_epsilon_adds_up_on_the_card_and_in_the_ledger(method: str, delta: float
     # … its second precision histogram (rows off every regular grid, by the exact grids), its rounding gap
     # (sensitivity 1 under add-remove, the release's relation), if it was measured for them
     prec, noisy = vm.trees["hours"].precision
-    assert prec.regular is not None and vm.exact_precision_noise is not None
+    assert prec.regular is not None
     if len(noisy) > prec.n_counts[0]:
+        assert vm.exact_precision_noise is not None and vm.rounding_gap_noise is not None
         spent += vm.unit_cost(vm.exact_precision_noise) + 1 / float(vm.rounding_gap_noise)
     assert spent <= ev * (1 + 1e-12) and spent > 0.99 * ev
     assert ledger.spent("d").epsilon == pytest.approx(0.7)
@@ -809,8 +844,9 @@ def test_rho_adds_up_under_zcdp_composition(method: str, neighbours: str, tmp_pa
     n_exact = sum(t.precision is not None and len(t.precision[1]) > t.precision[0].n_counts[0] for t in vm.trees.values())
     assert n_exact <= 1
     gap2 = rounding_gap_sensitivity(neighbours, 1) ** 2  # 1, or 4 under replace-one
-    rho_values = (levels * d2 / (2 * float(vm.sigma2)) + n_prec * d2 / (2 * float(vm.precision_noise))
-                  + n_exact * d2 / (2 * float(vm.exact_precision_noise)) + n_exact * gap2 / (2 * float(vm.rounding_gap_noise)))
+    rho_values = levels * d2 / (2 * float(vm.sigma2)) + n_prec * d2 / (2 * float(vm.precision_noise))
+    if n_exact:
+        rho_values += n_exact * d2 / (2 * float(vm.exact_precision_noise)) + n_exact * gap2 / (2 * float(vm.rounding_gap_noise))
     assert card["value_model"]["rho"] * 0.99 < rho_values <= card["value_model"]["rho"] * (1 + 1e-12)
     if method == "histogram":
         rho_main = d2 / (2 * float(Fraction(card["mechanism"]["sigma2"])))
