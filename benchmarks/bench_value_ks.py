@@ -4,7 +4,8 @@ Whole releases (``release(method="marginals")``, δ = 1e-9 by default) of: Titan
 schema, which declares no precision), seeded subsamples of Adult (the shared schema, no declared
 precision either), and a generated table of nine columns whose numeric columns are whole numbers,
 one-decimal measurements, money with cents (35% zeros) and negative temperatures, none declared
-(:func:`mixed_table`). Prints, averaged over seeds, per numeric column and overall: the mean
+(:func:`mixed_table`), and a generated survey extract whose incomes lie in the bottom 2% of generous public
+bounds (:func:`survey_table`). Prints, averaged over seeds, per numeric column and overall: the mean
 Kolmogorov–Smirnov distance between real and synthetic raw values; beside it two non-private
 yardsticks computed in the same run — a bootstrap resample of the real rows (the sampling floor)
 and "bins only": the synthetic rows' bins with real values drawn inside them, i.e. the part of the
@@ -16,6 +17,7 @@ KS that the main model's one-way error leaves before the value model adds its ow
     python benchmarks/bench_value_ks.py --only lab --rows 6497 20000   # eleven smooth lab-panel columns (lab_table)
     python benchmarks/bench_value_ks.py --alone --branching 24 64 --seeds 20   # the value model alone
     python benchmarks/bench_value_ks.py --only titanic --alone --decimals fare=4  # a curator declares a fine grid
+    python benchmarks/bench_value_ks.py --only survey --rows 3000 10000 --seeds 24   # incomes under wide bounds
 
 ``--alone`` measures what the value model adds by itself: value models fitted with the budget the
 release gives them (its ε_v or ρ_v), the real rows' bins with their exact shares, and inside each bin
@@ -102,6 +104,39 @@ def lab_table(n: int, seed: int = 7) -> tuple[pd.DataFrame, Schema]:
     return df, schema
 
 
+def survey_table(n: int, seed: int = 3) -> tuple[pd.DataFrame, Schema]:
+    """A generated survey extract: whole-dollar incomes (30% zeros, 15% missing) under generous public
+    bounds [0, 10,000,000], so the data fill the bottom 2% of the range and the automatic grid (steps of
+    10,000) rounds them far; a constant, signed changes with two decimals, a continuous ratio, counts
+    and scores, none with a declared precision."""
+    g = np.random.default_rng(seed)
+    income = np.where(g.random(n) < 0.3, 0, np.rint(g.lognormal(10.5, 0.8, n))).astype(float)
+    income[g.random(n) < 0.15] = np.nan
+    df = pd.DataFrame({
+        "sex": g.choice(["f", "m"], n),
+        "region": g.choice(list("nsew"), n),
+        "income": income,
+        "const": np.full(n, 5.0),
+        "delta": np.round(g.normal(0, 3, n), 2),
+        "ratio": g.beta(2, 5, n),
+        "kids": np.minimum(g.poisson(1.2, n), 12).astype(float),
+        "score": np.round(g.normal(600, 80, n)).clip(300, 850),
+        "y": g.choice(["0", "1"], n),
+    })
+    schema = Schema((
+        CategoricalColumn(name="sex", categories=("f", "m")),
+        CategoricalColumn(name="region", categories=tuple("nsew")),
+        NumericColumn(name="income", lower=0, upper=10_000_000, bins=10, missing=True),
+        NumericColumn(name="const", lower=0, upper=10, bins=5),
+        NumericColumn(name="delta", lower=-20, upper=20, bins=8),
+        NumericColumn(name="ratio", lower=0, upper=1, bins=10),
+        NumericColumn(name="kids", lower=0, upper=20, bins=5),
+        NumericColumn(name="score", lower=300, upper=850, bins=11),
+        CategoricalColumn(name="y", categories=("0", "1")),
+    ))
+    return df, schema
+
+
 def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str, pd.DataFrame, Schema]]:
     if only in (None, "titanic") and (data / "titanic.csv").is_file():
         yield ("titanic", pd.read_csv(data / "titanic.csv", dtype=str, keep_default_na=False),
@@ -115,6 +150,10 @@ def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str,
         for n in rows:
             df, schema = mixed_table(n)
             yield f"mixed {n:,} rows", df, schema
+    if only in (None, "survey"):
+        for n in rows:
+            df, schema = survey_table(n)
+            yield f"survey {n:,} rows", df, schema
     if only == "lab":  # not in the default run: eleven numeric columns, far from the target at ε = 1
         for n in rows:
             df, schema = lab_table(n)
@@ -179,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab"], default=None)
+    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab", "survey"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     ap.add_argument("--decimals", nargs="+", default=[], metavar="COLUMN=D",
