@@ -499,9 +499,7 @@ class Precision:
         moves), so only then are the second histogram and the rounding gap worth measuring."""
         first = np.asarray(counts[:self.n_regular + 1], dtype=np.float64)
         i = self.candidates.index(self.regular_choice(first, sd))
-        cells = len(first) - 1 - i
-        return cells > 0 and float(first[i + 1:].sum()) > (ROUNDING_GAP_SHARE * float(first.sum())
-                                                            + PRECISION_Z * sd * math.sqrt(cells))
+        return not _fits(first, i, float(first.sum()), sd, ROUNDING_GAP_SHARE)
 
     def choose(self, counts: Sequence[int], sd: float, sd_exact: float | None = None, sd_gap: float | None = None) -> int:
         """The grid from all the released noisy counts (post-processing): :meth:`regular_choice`, unless the
@@ -537,11 +535,11 @@ class Precision:
         return min(chosen + k, self.candidates[-1])
 
 
-def _fits(cells: np.ndarray, i: int, total: float, sd: float) -> bool:
-    """Whether at most :data:`PRECISION_TOLERANCE` of ``total`` rows lie after cell ``i``, up to
-    :data:`PRECISION_Z` noise sds ``sd`` of their sum (0: no allowance)."""
+def _fits(cells: np.ndarray, i: int, total: float, sd: float, tolerance: float = PRECISION_TOLERANCE) -> bool:
+    """Whether at most ``tolerance`` of ``total`` rows lie after cell ``i``, up to :data:`PRECISION_Z`
+    noise sds ``sd`` of their sum (0: no allowance)."""
     off = float(cells[i + 1:].sum())
-    return off <= PRECISION_TOLERANCE * total + PRECISION_Z * sd * math.sqrt(len(cells) - 1 - i)
+    return off <= tolerance * total + PRECISION_Z * sd * math.sqrt(len(cells) - 1 - i)
 
 
 def rounding_gap(leaves: np.ndarray, weights: np.ndarray, finer: ColumnGrid, decimals: int) -> int:
