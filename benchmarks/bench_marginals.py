@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 3.0, 10.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", *EXTRA], default=None,
+    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", *EXTRA], default=None,
                     help="default: adult, titanic, wide (and fair, randhie when their CSVs are in --data)")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
@@ -355,15 +355,19 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(f"{data / f'{name}.csv'} is missing: python benchmarks/tables/fetch_tables.py --out {data}")
             run_dataset(name, data / f"{name}.csv", ROOT / "benchmarks" / "tables" / f"{name}_schema.json", args.eps,
                         args.seeds, args.delta, results)
-    if "lab" in only:  # generated (bench_value_ks.lab_table): eleven numeric columns; AIM's figure in results.jsonl
-        from bench_value_ks import lab_table
+    # generated (bench_value_ks): a lab panel of eleven numeric columns, a survey extract whose incomes
+    # lie in the bottom 2% of their public bounds; AIM's figures in results.jsonl
+    from bench_value_ks import lab_table, survey_table
 
-        df, schema = lab_table(6_497)
+    for name, make, n in (("lab", lab_table, 6_497), ("survey", survey_table, 10_000)):
+        if name not in only:
+            continue
+        df, schema = make(n)
         with tempfile.TemporaryDirectory() as tmp:
-            df.to_csv(Path(tmp) / "lab.csv", index=False)
-            (Path(tmp) / "lab_schema.json").write_text(schema.to_json())
-            run_dataset("lab", Path(tmp) / "lab.csv", Path(tmp) / "lab_schema.json", args.eps, args.seeds, args.delta,
-                        results)
+            df.to_csv(Path(tmp) / f"{name}.csv", index=False)
+            (Path(tmp) / f"{name}_schema.json").write_text(schema.to_json())
+            run_dataset(name, Path(tmp) / f"{name}.csv", Path(tmp) / f"{name}_schema.json", args.eps, args.seeds,
+                        args.delta, results)
     if "wide" in only:
         run_wide(args.delta, results)
     print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl", only - {"wide"})
