@@ -36,7 +36,10 @@ all in numpy:
    on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
    re-implemented for junction trees). The final steps stop early once that loss is down to
    ``fit.DISCREPANCY`` per measured cell (1 in expectation at the truth): beyond it they fit noise.
-   The noisy total ``N̂`` is the inverse-variance mean of the
+   A measured pair or triple whose noisy table is within its noise of the product of its own noisy
+   one-way margins (``fit.independent_within_noise``, a pretest at ``fit.INDEPENDENCE_Z``) enters the
+   fit as that product: an interaction that is all noise would be copied into the model. The model
+   file keeps every table as measured. The noisy total ``N̂`` is the inverse-variance mean of the
    sums of all measured tables. The fit holds the columns fewest cells first (``fit.layout``, from
    the public sizes), so each clique table's contiguous last axis is its largest column (numpy's
    inner loops run along it); the returned model names the table's columns in their order.
