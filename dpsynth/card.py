@@ -127,11 +127,12 @@ def _share_rule(plan: Any) -> str:
         VALUE_RHO_SHARE_CEILING,
         VALUE_RHO_SHARE_MAX,
         VALUE_SHARE_FULL_SIZE,
+        value_columns_factor,
     )
 
     b = plan.budget
     share = b.rho_values / max(b.rho_total - b.rho_rows, 1e-300)
-    f = max(1.0, b.value_columns / VALUE_COLUMNS_REFERENCE)
+    f = value_columns_factor(b.value_columns)
     return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
             f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
             f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; with more than {VALUE_COLUMNS_REFERENCE} numeric columns"

@@ -163,13 +163,19 @@ VALUE_RHO_SHARE_CEILING = 0.25
 ROW_COUNT_RHO_SHARE = 0.005
 
 
+def value_columns_factor(columns: int) -> float:
+    """f = max(1, columns/:data:`VALUE_COLUMNS_REFERENCE`): how much the growing value share and its cap are
+    multiplied for ``columns`` value columns (:func:`value_rho_share`)."""
+    return max(1.0, float(columns) / VALUE_COLUMNS_REFERENCE)
+
+
 def value_rho_share(noisy_rows: float, rho: float, columns: int = VALUE_COLUMNS_REFERENCE) -> float:
     """The value model's share of ρ for a table of ``noisy_rows`` (a released noisy count) at total ρ with
     ``columns`` value columns (the schema's): f·:data:`DEFAULT_VALUE_RHO_SHARE`·(:data:`VALUE_SHARE_FULL_SIZE`/(n̂·√ρ))²,
     f = max(1, columns/:data:`VALUE_COLUMNS_REFERENCE`), between that default and f·:data:`VALUE_RHO_SHARE_MAX`,
     at most :data:`VALUE_RHO_SHARE_CEILING` (post-processing of the noisy count and the public schema: it
     costs nothing more)."""
-    f = max(1.0, float(columns) / VALUE_COLUMNS_REFERENCE)
+    f = value_columns_factor(columns)
     m = max(float(noisy_rows), 1.0) * math.sqrt(max(float(rho), 1e-300))
     share = f * DEFAULT_VALUE_RHO_SHARE * (VALUE_SHARE_FULL_SIZE / m) ** 2
     return float(min(VALUE_RHO_SHARE_CEILING, f * VALUE_RHO_SHARE_MAX, max(DEFAULT_VALUE_RHO_SHARE, share)))
@@ -877,14 +883,13 @@ class ValueModel:
                                f" {ROUNDING_GAP_SHARE:.0%} of the rows and {ROUNDING_GAP_Z:g} noise standard deviations"),
                     key: per_precision,
                 }
-                if prec.regular is not None and len(noisy) == reg + 1 and not prec.may_need_exact(noisy, sd):
-                    out["precision"]["exact_grids"] = (f"not measured: the noisy counts put no more than"
-                                                       f" {ROUNDING_GAP_SHARE:.0%} of the rows (up to {PRECISION_Z:g} noise"
-                                                       " standard deviations) off the grid chosen, so rounding to it"
-                                                       " cannot move the distribution that far")
-                elif prec.regular is not None and len(noisy) == reg + 1:
-                    out["precision"]["exact_grids"] = (f"not measured: {ROUNDING_GAP_Z:g} noise standard deviations of a"
-                                                       f" rounding gap exceed {EXACT_MIN_GAP:.0%} of the noisy rows")
+                if prec.regular is not None and len(noisy) == reg + 1:
+                    out["precision"]["exact_grids"] = "not measured: " + (
+                        f"{ROUNDING_GAP_Z:g} noise standard deviations of a rounding gap exceed {EXACT_MIN_GAP:.0%} of"
+                        " the noisy rows" if prec.may_need_exact(noisy, sd) else
+                        f"the noisy counts put no more than {ROUNDING_GAP_SHARE:.0%} of the rows (up to"
+                        f" {PRECISION_Z:g} noise standard deviations) off the grid chosen, so rounding to it cannot"
+                        " move the distribution that far")
                 elif prec.regular is not None:
                     out["precision"]["of_none_of_these_by_coarsest_exact_grid"] = dict(
                         zip([*names[reg:], "none of them"], noisy[reg + 1:-1], strict=True))

@@ -379,7 +379,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     spend = _RoundSpend(plan, rng, measurements, mechs)
     round_weights: list[float] = []
     factor_rounds, first, exhausted = cap.pair_factors, 0, False
-    within_noise = in_rounds = 0
+    within_noise = 0
     while True:
         for t in range(first, rounds_total):
             rounds_left = rounds_total - t
@@ -420,7 +420,6 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
             y, mech = spend.measure(cand.measure, real(cand.measure), round_meas)
             fitted = independent_within_noise(y, tuple(sizes[c] for c in cand.measure), mech.variance)
             within_noise += fitted is not y
-            in_rounds += 1
             model.apply(cand, fitted, mech.variance)
             if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
                 model.fit(ROUND_ITERS * cap.iters_factor)
@@ -433,6 +432,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         meas_left += budget_meas * factor_share * spare / cap.pair_factors
         factor_rounds -= spare
         first, rounds_total = rounds_total, rounds_total + spare
+    in_rounds = len(spend.meas_mechs)  # the tree's measurements (the pair factors' come later)
     for x in range(d):
         if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
             model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
