@@ -18,6 +18,7 @@ KS that the main model's one-way error leaves before the value model adds its ow
     python benchmarks/bench_value_ks.py --alone --branching 24 64 --seeds 20   # the value model alone
     python benchmarks/bench_value_ks.py --only titanic --alone --decimals fare=4  # a curator declares a fine grid
     python benchmarks/bench_value_ks.py --only survey --rows 3000 10000 --seeds 24   # incomes under wide bounds
+    python benchmarks/bench_value_ks.py --only claims --rows 8000 --alone --seeds 20  # amounts with cents, wide bounds
 
 ``--alone`` measures what the value model adds by itself: value models fitted with the budget the
 release gives them (its ε_v or ρ_v), the real rows' bins with their exact shares, and inside each bin
@@ -137,6 +138,21 @@ def survey_table(n: int, seed: int = 3) -> tuple[pd.DataFrame, Schema]:
     return df, schema
 
 
+def claims_table(n: int, seed: int = 5) -> tuple[pd.DataFrame, Schema]:
+    """A generated claims extract: three amounts in currency with cents (60% zeros, the rest log-normal
+    around 3,000) under generous public bounds [0, 1,000,000] in 3, 13 and 2 bins, an age and a category,
+    none with a declared precision: the automatic grid of the amounts has steps of 1,000."""
+    g = np.random.default_rng(seed)
+    amounts = {f"amount{j}": np.where(g.random(n) < 0.6, 0, np.round(g.lognormal(8, 1.5, n), 2)).clip(0, 1e6)
+               for j in range(3)}
+    df = pd.DataFrame({**amounts, "age": np.round(np.abs(g.normal(40, 12, n))).clip(0, 120),
+                       "kind": g.choice(list("abcd"), n)})
+    schema = Schema(tuple(NumericColumn(name=k, lower=0, upper=1_000_000, bins=b) for k, b in zip(amounts, (3, 13, 2), strict=True))
+                    + (NumericColumn(name="age", lower=0, upper=120, bins=12, integer=True),
+                       CategoricalColumn(name="kind", categories=tuple("abcd"))))
+    return df, schema
+
+
 def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str, pd.DataFrame, Schema]]:
     if only in (None, "titanic") and (data / "titanic.csv").is_file():
         yield ("titanic", pd.read_csv(data / "titanic.csv", dtype=str, keep_default_na=False),
@@ -154,6 +170,10 @@ def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str,
         for n in rows:
             df, schema = survey_table(n)
             yield f"survey {n:,} rows", df, schema
+    if only == "claims":
+        for n in rows:
+            df, schema = claims_table(n)
+            yield f"claims {n:,} rows", df, schema
     if only == "lab":  # not in the default run: eleven numeric columns, far from the target at ε = 1
         for n in rows:
             df, schema = lab_table(n)
@@ -218,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab", "survey"], default=None)
+    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab", "survey", "claims"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     ap.add_argument("--decimals", nargs="+", default=[], metavar="COLUMN=D",

@@ -489,7 +489,8 @@ def test_rounding_gap_is_the_ks_distance_in_rows_and_one_row_moves_it_by_at_most
 
 
 def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
-    """The rule of :meth:`Precision.choose` on hand-made noisy counts (first histogram, second, gap)."""
+    """The rule of :meth:`Precision.choose` on hand-made noisy counts (first histogram, second, gap): exact
+    grids for a gap of 3 noise sds and 1% of the rows, finer regular grids only for 1.5 to 3 sds."""
     from dpsynth.value_model import Precision
 
     p = Precision.of(NumericColumn(name="x", lower=0, upper=4.7, bins=5))
@@ -501,7 +502,10 @@ def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
     assert p.regular_choice(first, sd=100) == 2  # nothing fits: the automatic hundredths
     assert p.choose(first + on_six + [4_000], sd=100, sd_exact=300, sd_gap=300) == 6
     assert p.choose(first + on_six + [150], sd=100, sd_exact=300, sd_gap=300) == 2    # gap < 1% of the rows
-    assert p.choose(first + on_six + [800], sd=100, sd_exact=300, sd_gap=300) == 2    # gap < 3 noise sds
+    assert p.choose(first + on_six + [400], sd=100, sd_exact=300, sd_gap=300) == 2    # gap < 1.5 noise sds
+    # 1.5 to 3 noise sds: finer by the decades of the gap over a quarter of 1% (800 / 50), but regular only
+    assert p.choose(first + on_six + [800], sd=100, sd_exact=300, sd_gap=300) == 4
+    assert p.choose(first + on_six + [500], sd=100, sd_exact=300, sd_gap=300) == 3
     assert p.choose(first + on_six + [4_000], sd=100) == 2                             # no second histogram
     mostly = [0, 8_000, 0, 0, 1_000]      # 11% off millionths, beyond the tolerance: still the finest
     assert p.choose(first + mostly + [4_000], sd=100, sd_exact=300, sd_gap=300) == 8
