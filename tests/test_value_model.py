@@ -465,6 +465,33 @@ def _brute_rounding_gap(values: np.ndarray, decimals: int) -> int:
                               - np.searchsorted(np.sort(r), at, side="right")), initial=0))
 
 
+def test_values_far_below_the_automatic_grid_get_a_grid_that_holds_them() -> None:
+    """Whole numbers log-normal around 160,000 under bounds of [0, 10^12] (more whole numbers than any
+    grid of 2^30 points holds): rounding to the automatic grid (steps of 10^9) moves nearly every row,
+    so the gap says nothing of a finer grid's and the finest candidate (steps of 1,000) is chosen; with
+    steps of 10^6 (the extrapolated choice) most values had become 0 and the KS distance was 0.70.
+    And amounts with cents (60% zeros) under [0, 10^6], whose rounding gap on steps of 1,000 is 1.5 to 3
+    noise sds: a finer regular grid (steps of 10 at most), never steps of 1,000."""
+    rng = np.random.default_rng(6)
+    n = 20_000
+    big = np.round(rng.lognormal(12, 2, n))
+    col = NumericColumn(name="v", lower=0, upper=1e12, bins=3)
+    vm = fit_value_model(pd.DataFrame({"v": big}), _one(col), rho=0.01, rng=np.random.default_rng(1))
+    assert vm.trees["v"].grid.decimals == -3
+    assert value_model_ks(big, col, vm) < 0.03
+
+    amount = NumericColumn(name="a", lower=0, upper=1e6, bins=3)
+    p = Precision.of(amount)
+    assert p is not None and p.fine == -3 and p.candidates[p.n_regular - 1] == -1
+    n1, n2 = p.n_counts
+    first = [4_800, 0, 0, 3_200]        # zeros on steps of 1,000; the rest off every regular grid
+    second = [40, 260, 2_900, 0, 0]     # … on cents
+    assert len(first) == n1 and len(second) == n2
+    assert p.choose(first + second + [380], sd=130, sd_exact=290, sd_gap=236) == -1   # 1.6 sds: tens
+    assert p.choose(first + second + [300], sd=130, sd_exact=290, sd_gap=236) == -3   # 1.3 sds: unchanged
+    assert p.choose(first + second + [800], sd=130, sd_exact=290, sd_gap=236) == 2    # 3.4 sds: cents
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 2000), min_size=1, max_size=60), st.integers(0, 2000), st.sampled_from([0, 1, 2]))
 def test_rounding_gap_is_the_ks_distance_in_rows_and_one_row_moves_it_by_at_most_one(
@@ -515,6 +542,9 @@ def test_precision_choose_goes_exact_only_for_a_large_significant_gap() -> None:
     continuous = [0, 0, 0, 0, 9_000]      # on no exact grid: one step finer per decade of the gap
     assert p.choose(first + continuous + [2_000], sd=100, sd_exact=300, sd_gap=300) == 2 + 2
     assert p.choose(first + continuous + [10_000_000], sd=100, sd_exact=300, sd_gap=300) == 8  # at most the finest
+    # rounding moves half the rows or more: the values lie below the grid's scale, the finest candidate
+    assert p.choose(first + continuous + [9_000], sd=100, sd_exact=300, sd_gap=300) == 2 + 3
+    assert p.choose(first + continuous + [10_000], sd=100, sd_exact=300, sd_gap=300) == 8
 
 
 @pytest.mark.parametrize("planted_bug", [False, True])
