@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 3.0, 10.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", *EXTRA], default=None,
+    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", "claims", *EXTRA], default=None,
                     help="default: adult, titanic, wide (and fair, randhie when their CSVs are in --data)")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
@@ -356,10 +356,11 @@ def main(argv: list[str] | None = None) -> None:
             run_dataset(name, data / f"{name}.csv", ROOT / "benchmarks" / "tables" / f"{name}_schema.json", args.eps,
                         args.seeds, args.delta, results)
     # generated (bench_value_ks): a lab panel of eleven numeric columns, a survey extract whose incomes
-    # lie in the bottom 2% of their public bounds; AIM's figures in results.jsonl
-    from bench_value_ks import lab_table, survey_table
+    # lie in the bottom 2% of their public bounds, a claims extract of amounts with cents under wide
+    # bounds; AIM's figures in results.jsonl
+    from bench_value_ks import claims_table, lab_table, survey_table
 
-    for name, make, n in (("lab", lab_table, 6_497), ("survey", survey_table, 10_000)):
+    for name, make, n in (("lab", lab_table, 6_497), ("survey", survey_table, 10_000), ("claims", claims_table, 8_000)):
         if name not in only:
             continue
         df, schema = make(n)
