@@ -90,3 +90,31 @@ def test_a_long_chain_of_dependent_columns_keeps_its_one_way_accuracy() -> None:
         syn = np.bincount(rows[:, a] * 8 + rows[:, a + 1], minlength=64) / n
         indep = np.outer(real.reshape(8, 8).sum(1), real.reshape(8, 8).sum(0)).ravel()
         assert 0.5 * np.abs(syn - real).sum() < 0.25 * 0.5 * np.abs(indep - real).sum()
+
+
+def test_many_near_copies_of_one_binary_column_keep_their_one_way_accuracy() -> None:
+    """Sixty binary columns, each one hidden bit flipped for 5% of the rows: every column's raking
+    correction moves all the others', so the damped steps must shrink to about 1/60 and still gain
+    (with the total-variation distance as the raking's yardstick the step collapsed first and the
+    one-column TVD was 1.6× that of independent noisy one-ways). Mean over 3 releases and 3 draws."""
+    n, d = 20_000, 60
+    g = np.random.default_rng(0)
+    h = g.integers(0, 2, n)
+    codes = np.stack([h ^ (g.random(n) < 0.05) for _ in range(d)], axis=1).astype(np.int64)
+    sizes = (2,) * d
+    plan = Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1)
+    mech = plan.preview(plan.total / d)
+    ours, baseline = [], []
+    for s in range(3):
+        model = fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
+                                   rng=np.random.default_rng(1 + s))
+        assert model.params["capacity"]["wide"]
+        ours.append(_one_way_tvd(codes, sizes, [model.marginal((j,)) for j in range(d)]))
+        gb = np.random.default_rng(20 + s)
+        base = []
+        for j in range(d):
+            y = mech(np.bincount(codes[:, j], minlength=2), rng=gb)
+            p = project_simplex(y, max(float(y.sum()), 1.0))
+            base.append(p / p.sum())
+        baseline.append(_one_way_tvd(codes, sizes, base))
+    assert np.mean(ours) <= np.mean(baseline), (ours, baseline)
