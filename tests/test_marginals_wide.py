@@ -13,6 +13,11 @@ from dpsynth.marginals.estimation import project_simplex
 from dpsynth.neighbours import Neighbours
 from tests.wide_table import wide_table
 
+#: The mean of three releases' one-column TVD varies by several percent with their noise, and the
+#: requirement is on its expectation: the tests below allow this factor over the yardstick's expected
+#: value (the defects they guard against were 1.6× and 50×).
+RELEASE_NOISE = 1.1
+
 
 def _one_way_tvd(codes: np.ndarray, sizes: tuple[int, ...], probs: list[np.ndarray]) -> float:
     n = len(codes)
@@ -40,13 +45,7 @@ def test_wide_table_time_and_one_way_accuracy() -> None:
         assert model.params["capacity"]["wide"]
         assert model.params["capacity"]["rounds"] > 0  # pairs are still measured
         ours.append(_one_way_tvd(codes, sizes, [model.marginal((j,)) for j in range(len(sizes))]))
-        g = np.random.default_rng(2 + 10 * s)
-        base = []
-        for j, sz in enumerate(sizes):
-            y = mech(np.bincount(codes[:, j], minlength=sz), rng=g)
-            p = project_simplex(y, max(float(y.sum()), 1.0))
-            base.append(p / p.sum())
-        baseline.append(_one_way_tvd(codes, sizes, base))
+        baseline.append(_independent_one_way_tvd(codes, sizes, mech, np.random.default_rng(2 + 10 * s)))
     assert np.mean(ours) <= np.mean(baseline), (ours, baseline)
 
     # Dependence inside the generated chains survives (columns 0–4 form a chain).
@@ -58,32 +57,48 @@ def test_wide_table_time_and_one_way_accuracy() -> None:
     assert min(seconds) < 90, seconds
 
 
+def _independent_one_way_tvd(codes: np.ndarray, sizes: tuple[int, ...], mech: object,
+                             rng: np.random.Generator) -> float:
+    """One draw of the yardstick: each column's one-way counts through ``mech``, projected onto counts."""
+    base = []
+    for j, sz in enumerate(sizes):
+        y = mech(np.bincount(codes[:, j], minlength=sz), rng=rng)  # type: ignore[operator]
+        p = project_simplex(y, max(float(y.sum()), 1.0))
+        base.append(p / p.sum())
+    return _one_way_tvd(codes, sizes, base)
+
+
+def _releases_against_independent(codes: np.ndarray, sizes: tuple[int, ...], seed: int,
+                                  releases: int = 3, draws: int = 40) -> tuple[float, float, object]:
+    """Mean one-column TVD of ``releases`` wide-path releases at ε = 1, the expected one-column TVD of
+    independent noisy one-ways spending the whole budget (same exact mechanism; mean of ``draws``
+    draws), and the last release's model."""
+    plan = Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1)
+    mech = plan.preview(plan.total / len(sizes))
+    ours = []
+    for s in range(releases):
+        model = fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
+                                   rng=np.random.default_rng(seed + s))
+        assert model.params["capacity"]["wide"]
+        ours.append(_one_way_tvd(codes, sizes, [model.marginal((j,)) for j in range(len(sizes))]))
+    g = np.random.default_rng(1000 + seed)
+    baseline = float(np.mean([_independent_one_way_tvd(codes, sizes, mech, g) for _ in range(draws)]))
+    return float(np.mean(ours)), baseline, model
+
+
 def test_a_long_chain_of_dependent_columns_keeps_its_one_way_accuracy() -> None:
     """A 40-column random walk in 8 bins (each column the running mean of the ones before, so every
     column depends strongly on the next): the wide path's raking of the one-ways must converge, not
     overshoot. With a fixed damped Jacobi step of one half the one-column TVD went from 0.009 to
     0.46; it must stay at or below that of independent noisy one-ways spending the whole budget
-    (mean over 3 releases and 3 baseline draws), and the neighbouring pairs far from independence."""
+    (mean over 3 releases, within their noise: :data:`RELEASE_NOISE`), and the neighbouring pairs far
+    from independence."""
     n, d = 30_000, 40
     z = np.random.default_rng(0).normal(size=(n, d)).cumsum(axis=1) / np.sqrt(np.arange(1, d + 1))
     codes = np.clip(((z * 10 + 50) // 12.5).astype(np.int64), 0, 7)
     sizes = (8,) * d
-    plan = Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1)
-    mech = plan.preview(plan.total / d)
-    ours, baseline = [], []
-    for s in range(3):
-        model = fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
-                                   rng=np.random.default_rng(5 + s))
-        assert model.params["capacity"]["wide"]
-        ours.append(_one_way_tvd(codes, sizes, [model.marginal((j,)) for j in range(d)]))
-        g = np.random.default_rng(50 + s)
-        base = []
-        for j in range(d):
-            y = mech(np.bincount(codes[:, j], minlength=8), rng=g)
-            p = project_simplex(y, max(float(y.sum()), 1.0))
-            base.append(p / p.sum())
-        baseline.append(_one_way_tvd(codes, sizes, base))
-    assert np.mean(ours) <= np.mean(baseline), (ours, baseline)
+    ours, baseline, model = _releases_against_independent(codes, sizes, seed=5)
+    assert ours <= RELEASE_NOISE * baseline, (ours, baseline)
     rows = model.sample(n, rng=np.random.default_rng(3))
     for a in (0, 20, 38):
         real = np.bincount(codes[:, a] * 8 + codes[:, a + 1], minlength=64) / n
@@ -96,25 +111,12 @@ def test_many_near_copies_of_one_binary_column_keep_their_one_way_accuracy() -> 
     """Sixty binary columns, each one hidden bit flipped for 5% of the rows: every column's raking
     correction moves all the others', so the damped steps must shrink to about 1/60 and still gain
     (with the total-variation distance as the raking's yardstick the step collapsed first and the
-    one-column TVD was 1.6× that of independent noisy one-ways). Mean over 3 releases and 3 draws."""
+    one-column TVD was 1.6× that of independent noisy one-ways). Mean over 3 releases, within their
+    noise (:data:`RELEASE_NOISE`)."""
     n, d = 20_000, 60
     g = np.random.default_rng(0)
     h = g.integers(0, 2, n)
     codes = np.stack([h ^ (g.random(n) < 0.05) for _ in range(d)], axis=1).astype(np.int64)
     sizes = (2,) * d
-    plan = Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1)
-    mech = plan.preview(plan.total / d)
-    ours, baseline = [], []
-    for s in range(3):
-        model = fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
-                                   rng=np.random.default_rng(1 + s))
-        assert model.params["capacity"]["wide"]
-        ours.append(_one_way_tvd(codes, sizes, [model.marginal((j,)) for j in range(d)]))
-        gb = np.random.default_rng(20 + s)
-        base = []
-        for j in range(d):
-            y = mech(np.bincount(codes[:, j], minlength=2), rng=gb)
-            p = project_simplex(y, max(float(y.sum()), 1.0))
-            base.append(p / p.sum())
-        baseline.append(_one_way_tvd(codes, sizes, base))
-    assert np.mean(ours) <= np.mean(baseline), (ours, baseline)
+    ours, baseline, _ = _releases_against_independent(codes, sizes, seed=1)
+    assert ours <= RELEASE_NOISE * baseline, (ours, baseline)
