@@ -97,7 +97,9 @@ Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
 one-ways spending the whole budget, a second installment of one-ways takes the difference
-(all of the rest when no pair is worth it), and the fitted model is raked to them. On any
+(all of the rest when no pair is worth it), and the fitted model is raked to the inverse-variance
+mean of every released table summed onto each column (damped steps that shrink until they gain:
+``TreeModel.rake``). On any
 table, when a typical pair's expected L1 noise would exceed the noisy total, no pair is
 measured and the whole budget goes to the one-ways (independent columns).
 
