@@ -303,7 +303,7 @@ class TreeModel:
                 break
             theta = list(self.theta)
             for c, i in home.items():
-                f = np.log(np.maximum(targets[c], 1e-30)) - np.log(np.maximum(one_way(mu, c), 1e-30))
+                f = logt[c] - np.log(np.maximum(one_way(mu, c), 1e-30))
                 shape = [self.sizes[k] if k == c else 1 for k in self.cliques[i]]
                 theta[i] = theta[i] + step * f.reshape(shape)
             trial = tree.marginals(theta, self.total)

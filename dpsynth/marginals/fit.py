@@ -138,18 +138,18 @@ def _counts(codes: np.ndarray, sizes: Sequence[int], cols: tuple[int, ...], weig
 
 def _one_way_targets(sizes: tuple[int, ...], measurements: list[tuple[tuple[int, ...], np.ndarray]],
                      mechs: list[Measurement], total: float) -> list[np.ndarray]:
-    """Each column's proportions from every released table that holds it (post-processing): the
+    """Each column's proportions from every released table in ``measurements`` that holds it (post-processing): the
     inverse-variance mean of the tables summed onto the column (a table's sum over other columns of c
     cells carries c times its per-cell noise variance; every such sum estimates the same counts),
     projected onto counts with the noisy ``total`` (:func:`project_simplex`)."""
-    num = [np.zeros(s) for s in sizes]
+    num: list[Any] = [0.0] * len(sizes)
     den = [0.0] * len(sizes)
     for (cols, y), m in zip(measurements, mechs, strict=True):
         for k, j in enumerate(cols):
             onto = y.sum(axis=tuple(a for a in range(len(cols)) if a != k)) if len(cols) > 1 else y
-            w = 1.0 / (m.variance * (y.size // sizes[j]))
-            num[j] = num[j] + w * onto
-            den[j] += w
+            v = m.variance * (y.size // sizes[j])
+            num[j] = num[j] + onto / v
+            den[j] += 1.0 / v
     out = []
     for j, s in enumerate(sizes):
         t = project_simplex(num[j] / den[j], total) if den[j] > 0 else np.zeros(s)
@@ -352,15 +352,9 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         return mech
 
     def one_way_estimates() -> tuple[float, list[np.ndarray]]:
-        """Noisy total and one-way proportions: inverse-variance mean of each column's measurements."""
+        """Noisy total and one-way proportions from the one-way measurements (the only ones so far)."""
         tot = max(noisy_total(measurements, mechs), 1.0)
-        out = []
-        for j in range(d):
-            ys = [(y, m.variance) for (c, y), m in zip(measurements, mechs, strict=True) if c == (j,)]
-            y = sum(y / v for y, v in ys) / sum(1.0 / v for _, v in ys)
-            t = project_simplex(y, tot)
-            out.append(t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size))
-        return tot, out
+        return tot, _one_way_targets(sizes, measurements, mechs, tot)
 
     one_mechs = [measure_one_ways(budget_one)]
     total, one_way = one_way_estimates()
