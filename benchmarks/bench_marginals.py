@@ -45,6 +45,9 @@ from dpsynth.marginals import fit_marginal_model  # noqa: E402
 from dpsynth.release import release  # noqa: E402
 from dpsynth.schema import NumericColumn, load_schema  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks" / "tables"))
+from generated import TABLES as GENERATED  # noqa: E402
+
 #: Public tables beyond Adult and Titanic (benchmarks/tables/fetch_tables.py writes their CSVs).
 EXTRA = ("fair", "randhie")
 #: Issue 14's targets.
@@ -337,7 +340,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 3.0, 10.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", "claims", *EXTRA], default=None,
+    ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", "claims", *EXTRA, *GENERATED],
+                    default=None,
                     help="default: adult, titanic, wide (and fair, randhie when their CSVs are in --data)")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
@@ -358,12 +362,14 @@ def main(argv: list[str] | None = None) -> None:
     # generated (bench_value_ks): a lab panel of eleven numeric columns, a survey extract whose incomes
     # lie in the bottom 2% of their public bounds, a claims extract of amounts with cents under wide
     # bounds; AIM's figures in results.jsonl
+    # bounds; and the tables of benchmarks/tables/generated.py (their structures: that module's docstring)
     from bench_value_ks import claims_table, lab_table, survey_table
 
-    for name, make, n in (("lab", lab_table, 6_497), ("survey", survey_table, 10_000), ("claims", claims_table, 8_000)):
+    made = [("lab", lab_table, 6_497), ("survey", survey_table, 10_000), ("claims", claims_table, 8_000)]
+    for name, make, n in made + [(name, make, None) for name, make in GENERATED.items()]:
         if name not in only:
             continue
-        df, schema = make(n)
+        df, schema = make() if n is None else make(n)
         with tempfile.TemporaryDirectory() as tmp:
             df.to_csv(Path(tmp) / f"{name}.csv", index=False)
             (Path(tmp) / f"{name}_schema.json").write_text(schema.to_json())
