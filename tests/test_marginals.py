@@ -201,7 +201,11 @@ def test_budget_bookkeeping_zcdp() -> None:
     assert cap["rounds"] in {round(per_column * (len(sizes) - 1))
                              for per_column in (marginals_fit.ROUNDS_PER_COLUMN, marginals_budget.LOW_SNR_ROUNDS_PER_COLUMN)}
     installments = 2 if cap["one_way_extra_share"] > 0 else 1
-    assert sum(len(c) == 1 for c, _ in m.measurements) == installments * len(sizes)
+    # the installments come first; a round may measure a one-way again later (budget.ONE_WAYS_AGAIN_SNR)
+    first_table = next(i for i, (c, _) in enumerate(m.measurements) if len(c) > 1)
+    assert first_table == installments * len(sizes)
+    assert all(sorted(c for c, _ in m.measurements[k * len(sizes):(k + 1) * len(sizes)]) == [(j,) for j in range(len(sizes))]
+               for k in range(installments))
     assert len(m.measurements) <= installments * len(sizes) + cap["rounds"] + cap["pair_factors"]
 
 
@@ -669,3 +673,53 @@ def test_a_release_on_independent_columns_states_how_many_tables_were_fitted_as_
             t = np.asarray(y, dtype=np.float64).reshape(-1)
             assert np.all(t == np.rint(t))
     assert model.params["rho_spent"] <= model.params["rho_budget"] * (1 + 1e-12)
+
+
+def test_one_ways_are_candidates_to_measure_again_when_offered() -> None:
+    """With ``one_ways_again`` the rounds may measure again the one-way of a column already in the model
+    (an observation of the fit), never one of a column not yet in it; without it, only tables of two or
+    more columns are measured again."""
+    from dpsynth.marginals.estimation import Candidate, TreeModel
+
+    sizes = (3, 4, 5)
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    for offered in (True, False):
+        model = TreeModel(sizes, one_way, 100.0, max_cells=1000, max_cols=3, one_ways_again=offered)
+        for j, s in enumerate(sizes):
+            model.obs.append(((j,), np.full(s, 100.0 / s), 4.0))
+        model.apply(Candidate("root", (0, 1)), np.full(12, 100.0 / 12), 4.0)
+        again = {c.measure for c in model.candidates(must_attach=False) if c.kind == "again"}
+        assert ((0,) in again and (1,) in again) is offered
+        assert (2,) not in again and (0, 1) in again
+
+
+def test_one_ways_measured_again_bring_independent_columns_closer_to_the_data() -> None:
+    """On independent columns at ε = 1 (a pair's signal-to-noise about 28, one-ways in the fit) the rounds
+    measure some one-ways again, and the fitted one-ways come closer to the data than with the rule
+    off (paired over 20 fixed seeds; about −7%). Below budget.ONE_WAYS_AGAIN_SNR no one-way is measured
+    again."""
+    g = np.random.default_rng(4)
+    n, sizes = 10_000, (4, 5, 6, 3, 8, 2)
+    p = [np.random.default_rng(k).dirichlet(np.ones(s)) for k, s in enumerate(sizes)]
+    codes = np.column_stack([g.choice(s, n, p=q) for s, q in zip(sizes, p, strict=True)])
+    real = [np.bincount(codes[:, j], minlength=s) / n for j, s in enumerate(sizes)]
+
+    def fit(seed: int) -> MarginalModel:
+        return fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
+                                  rng=np.random.default_rng(seed))
+
+    def one_way_tvd(model: MarginalModel) -> float:
+        fitted = [np.asarray(model.marginal([j]), dtype=np.float64) for j in range(len(sizes))]
+        return float(np.mean([0.5 * np.abs(f / f.sum() - r).sum() for f, r in zip(fitted, real, strict=True)]))
+
+    on = [fit(s) for s in range(20)]
+    assert all(m.params["capacity"]["pair_snr"] >= marginals_budget.ONE_WAYS_AGAIN_SNR for m in on)
+    assert sum(sum(len(c) == 1 for c, _ in m.measurements) - 2 * len(sizes) for m in on) > 20
+    saved = marginals_budget.ONE_WAYS_AGAIN_SNR
+    try:
+        marginals_budget.ONE_WAYS_AGAIN_SNR = math.inf
+        off = [fit(s) for s in range(20)]
+    finally:
+        marginals_budget.ONE_WAYS_AGAIN_SNR = saved
+    assert all(sum(len(c) == 1 for c, _ in m.measurements) == 2 * len(sizes) for m in off)
+    assert np.mean([one_way_tvd(a) - one_way_tvd(b) for a, b in zip(on, off, strict=True)]) < 0

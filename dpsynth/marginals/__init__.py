@@ -29,8 +29,12 @@ all in numpy:
    expected L1 noise of its earlier measurements and scaled by the share of that noise a new
    measurement removes (``fit._again_gain``): the raw gap also counts how far the few
    warm-started fitting steps are from the measurements, which measuring again does not mend.
-   Both factors are public, so the sensitivity is unchanged. A round with a single candidate
-   spends nothing on selection.
+   Both factors are public, so the sensitivity is unchanged. While the one-ways are observations
+   of the fit, from a pair signal-to-noise of ``budget.ONE_WAYS_AGAIN_SNR``, the one-way of each
+   column in the model is a candidate to measure again too, scored by its whole gap as AIM scores
+   it: the rounds then spend on a column's one-way where the fitted one-way is still far from the
+   data (a nearly constant or nearly independent column), as AIM's do. A round with a single
+   candidate spends nothing on selection.
 3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
    end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
    on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],

@@ -190,6 +190,21 @@ ONE_WAY_SLACK = 1.02
 # --seeds 12` (whole Adult releases): at ε = 1 (pair signal-to-noise 18) 2-/3-way TVD
 # 0.0198/0.0432 → 0.0188/0.0420; at ε = 3 (50) fitting the one-ways cost 0.0003/0.0008.
 ONE_WAY_MORE_SNR = 30.0
+# From this signal-to-noise of a typical pair (while the one-ways are observations of the fit, below
+# ONE_WAY_MORE_SNR), each column's one-way is a candidate to measure again in the rounds, scored like
+# any other candidate by its whole gap as in AIM (not by the share of its noise a new measurement
+# removes, which the larger tables' re-measures use): the rounds then spend on a column's one-way where
+# the fitted one-way is still far from the data. Paired whole releases at ε = 1, 2-/3-way TVD (12 seeds
+# unless noted): a generated census extract (benchmarks/tables/generated.py, signal-to-noise 16)
+# −0.0018 / −0.0020, nine nearly independent columns (11) −0.0013 / −0.0017, the survey extract (13)
+# −0.0006 / −0.0005, the claims extract (16) −0.0003 / −0.0004, hospital admissions (17, 24 seeds)
+# −0.0003 / +0.0004, a questionnaire (10, 24 seeds) +0.0003 / +0.0006, Adult (19) +0.0000 / +0.0002.
+# Below it the rounds are few and a noisy one-way's gap is mostly noise: on a twelve-column AR(1)
+# panel (1.8, 24 seeds) one-ways measured again cost +0.0033 / +0.0043 (the lab panel, 5.8, gained
+# −0.0010 / −0.0012; Titanic and Fair within ±0.0005). Under pure DP at ε = 1: the census extract
+# −0.0029 / −0.0047 (6 seeds), the nearly independent table −0.0016 / −0.0020, Adult +0.0009 ± 0.0006 /
+# +0.0016 ± 0.0012 (10 seeds), Titanic unchanged (its signal-to-noise is under 10).
+ONE_WAYS_AGAIN_SNR = TRIPLES_SNR
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0

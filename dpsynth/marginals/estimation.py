@@ -102,16 +102,19 @@ class TreeModel:
 
     Capacity (public): cliques of at most ``max_cols`` columns and ``max_cells`` cells;
     ``triples`` offers three-way measurements when a column joins; ``alone`` offers "join
-    alone" (no pair measured) for each column not yet in the model.
+    alone" (no pair measured) for each column not yet in the model; ``one_ways_again`` offers
+    measuring again the one-way of each column in the model, when the one-ways are observations.
     """
 
     def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float, *,
-                 max_cells: int, max_cols: int, triples: bool = False, alone: bool = True) -> None:
+                 max_cells: int, max_cols: int, triples: bool = False, alone: bool = True,
+                 one_ways_again: bool = False) -> None:
         self.sizes = sizes
         self.max_cells = max_cells
         self.max_cols = max_cols
         self.triples = triples
         self.alone = alone
+        self.one_ways_again = one_ways_again
         self.one_way = one_way
         self.total = total
         self.cliques: list[tuple[int, ...]] = []
@@ -177,7 +180,7 @@ class TreeModel:
                     out.append(Candidate("grow", tuple(sorted((x, v))), new=x, clique=i))
         seen = set()
         for m, _, _ in self.obs:
-            if len(m) > 1 and m not in seen:
+            if (len(m) > 1 or (self.one_ways_again and m[0] in att)) and m not in seen:
                 seen.add(m)
                 out.append(Candidate("again", m))
         return out

@@ -375,7 +375,8 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     # Clique limits (cells, columns) grow with the signal-to-noise (budget.CLIQUE_LIMITS); a clique is
     # measured through its pairs (and triples), so it may hold more columns than any measurement.
     model = TreeModel(sizes, one_way, total, max_cells=cap.max_cells, max_cols=cap.max_cols,
-                      triples=TRIPLES or cap.triples, alone=ALONE)
+                      triples=TRIPLES or cap.triples, alone=ALONE,
+                      one_ways_again=cap.one_ways_in_fit and cap.snr >= _budget.ONE_WAYS_AGAIN_SNR)
     # With a second installment (noisy pairs) the one-ways are observations of the fit, as in
     # Private-PGM; with clean pairs fitting them cost a little (budget.ONE_WAY_MORE_SNR).
     if cap.one_ways_in_fit:
@@ -423,7 +424,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                 else:
                     est = model.estimate(cand)
                     gap = float(np.abs(real(cand.measure) - est).sum())
-                    if cand.kind == "again":
+                    if cand.kind == "again" and len(cand.measure) > 1:
                         gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
                 scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
             sel_left -= round_sel
