@@ -424,6 +424,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                 else:
                     est = model.estimate(cand)
                     gap = float(np.abs(real(cand.measure) - est).sum())
+                    # a one-way offered again (budget.ONE_WAYS_AGAIN_SNR) keeps its whole gap, as in AIM
                     if cand.kind == "again" and len(cand.measure) > 1:
                         gap = _again_gain(gap, model.measured_variance(cand.measure), est.size, planned[cells].variance)
                 scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
