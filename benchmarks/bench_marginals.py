@@ -15,7 +15,7 @@ given as a ratio to a fixed numpy workload timed in the same process (the machin
     python benchmarks/bench_marginals.py                       # Adult + Titanic, ε ∈ {1, 3, 10}, wide table
     python benchmarks/bench_marginals.py --seeds 5 --eps 1     # more seeds, one ε
     python benchmarks/bench_marginals.py --data ../shared/data --json out.json
-    python benchmarks/bench_marginals.py --only fair randhie   # after benchmarks/tables/fetch_tables.py --out <data>
+    python benchmarks/bench_marginals.py --only fair randhie anes96   # after benchmarks/tables/fetch_tables.py --out <data>
 
 Seeds are for the benchmark only (reproducible comparison); releases use a secure generator.
 """
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "tables"))
 from generated import TABLES as GENERATED  # noqa: E402
 
 #: Public tables beyond Adult and Titanic (benchmarks/tables/fetch_tables.py writes their CSVs).
-EXTRA = ("fair", "randhie")
+EXTRA = ("fair", "randhie", "anes96")
 #: Issue 14's targets.
 AIM_FACTOR, FLOOR_FACTOR, KS_TARGET, SECONDS_TARGET = 0.9, 1.3, 0.03, 5.0
 
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--only", nargs="+", choices=["adult", "titanic", "wide", "lab", "survey", "claims", *EXTRA, *GENERATED],
                     default=None,
-                    help="default: adult, titanic, wide (and fair, randhie when their CSVs are in --data)")
+                    help="default: adult, titanic, wide (and fair, randhie, anes96 when their CSVs are in --data)")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
     data = Path(args.data)

@@ -178,7 +178,7 @@ def tables(data: Path, rows: list[int], only: str | None) -> Iterator[tuple[str,
         for n in rows:
             df, schema = lab_table(n)
             yield f"lab {n:,} rows", df, schema
-    for name in ("fair", "randhie"):  # benchmarks/tables/fetch_tables.py writes them
+    for name in ("fair", "randhie", "anes96"):  # benchmarks/tables/fetch_tables.py writes them
         if only in (None, name) and (data / f"{name}.csv").is_file():
             yield (name, pd.read_csv(data / f"{name}.csv", dtype=str, keep_default_na=False),
                    load_schema(ROOT / "benchmarks" / "tables" / f"{name}_schema.json"))
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0])
     ap.add_argument("--delta", type=float, default=1e-9)
     ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "lab", "survey", "claims"], default=None)
+    ap.add_argument("--only", choices=["titanic", "adult", "mixed", "fair", "randhie", "anes96", "lab", "survey", "claims"], default=None)
     ap.add_argument("--alone", action="store_true", help="the value model alone (exact bin shares, exact KS)")
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     ap.add_argument("--decimals", nargs="+", default=[], metavar="COLUMN=D",
