@@ -269,6 +269,7 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- **Unit of protection**: {unit['description']}",
         f"- **Method**: {card['method']['name']} ({card['method']['why']})",
         f"- **Mechanism**: {mech_name}; {mech.get('guarantee', '')}",
+        *([f"- **Model**: {mech['capacity']['text']}"] if (mech.get("capacity") or {}).get("text") else []),
         f"- **Randomness**: {card['randomness']['source']}",
         f"- **Synthetic rows**: {card['post_processing']['synthetic_rows']:,} ({card['post_processing']['synthetic_rows_source']})",
         f"- **Composition**: {p['composition']}",

@@ -492,6 +492,9 @@ def test_wide_fallback_gives_independent_columns_at_a_tiny_budget() -> None:
     assert all(len(c) == 1 for c in m.params["cliques"])
     assert sum(s.get("rho", 0.0) for s in m.stages if s["stage"] == "one-way marginals") == pytest.approx(
         m.params["rho_spent"], rel=1e-9)
+    # The card says so in words rather than "0 selection rounds, pairs measured".
+    text = m.params["capacity"]["text"]
+    assert text.startswith("no pair measured") and "drawn independently" in text and "selection rounds" not in text
 
 
 def test_mirror_descent_reaches_the_weighted_least_squares_fit() -> None:

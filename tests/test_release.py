@@ -218,3 +218,12 @@ def test_release_from_source_writes_the_rows_it_would_return(tmp_path, small_df)
     post = mem.card["post_processing"]
     assert "SFC64" in post["randomness"] and "independent of the data" in post["randomness"]
     assert any("value model" in step for step in post["steps"])  # values inside bins from the released fine law
+
+
+def test_card_markdown_says_what_model_the_budget_bought(small_df, small_schema):
+    """A marginals release's summary names the model the budget bought (rounds, or no pair and why)."""
+    rel = dpsynth.release(small_df, small_schema, epsilon=0.7, method="marginals", seed=5)
+    text = rel.card["mechanism"]["capacity"]["text"]
+    assert text and f"- **Model**: {text}" in card_markdown(rel.card)
+    hist = dpsynth.release(small_df, small_schema, epsilon=0.7, method="histogram", seed=5)
+    assert "**Model**" not in card_markdown(hist.card)

@@ -273,6 +273,14 @@ class Capacity:
         return not self.wide and self.one_way_extra > 0
 
     def describe(self) -> str:
+        if self.rounds == 0 and self.snr == 0 and self.one_way_extra == 0:
+            return "one column: its one-way marginal is the whole model"
+        if self.rounds == 0:
+            return ("no pair measured: " + (
+                f"at a signal-to-noise of {self.snr:.3g} for a typical pair (below {MIN_PAIR_SNR:g}) a pair's noise would"
+                " outweigh its signal" if self.snr > 0 else "the budget buys no pair worth its cost to the one-ways")
+                + f"; {self.one_way_extra:.0%} of the budget added to the one-way marginals, and the columns are"
+                " drawn independently of each other")
         return (f"{self.rounds} selection rounds, {'pairs and triples' if self.triples else 'pairs'}"
                 f" measured{', wide-table path (one round per column)' if self.wide else ''},"
                 f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
