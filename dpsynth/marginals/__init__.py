@@ -104,8 +104,14 @@ one-ways spending the whole budget, a second installment of one-ways takes the d
 (all of the rest when no pair is worth it), and the fitted model is raked to the inverse-variance
 mean of every released table summed onto each column (damped steps that shrink until they gain:
 ``TreeModel.rake``). On any
-table, when a typical pair's expected L1 noise would exceed the noisy total, no pair is
-measured and the whole budget goes to the one-ways (independent columns).
+table, when a typical pair's expected L1 noise would exceed the noisy total, no typical pair is
+worth measuring: the rounds (``SMALL_PAIRS_PER_COLUMN`` per column) then offer only the pairs of so few
+cells that their expected L1 noise stays under 1/``SMALL_PAIR_SNR`` of the noisy total (a yes/no
+column's pairs), paid for by the second one-way installment of the columns such a pair may hold (each
+keeps ``SMALL_PAIRS_ONE_WAY`` of its share; a round spends one column's rest); after the rounds what they
+left buys one-ways again, first of the columns that paid and no measured pair holds, and the fitted model
+is raked to every released table summed onto each column (``budget.small_pairs``). With no pair that
+small, none is measured and the whole budget goes to the one-ways (independent columns).
 
 Caveat: the exponential mechanism's probabilities are computed in floating point (see
 :func:`dpsynth.mechanisms.exponential_mechanism`); counts get exact integer noise.

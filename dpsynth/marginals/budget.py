@@ -175,7 +175,8 @@ WIDE_COLUMNS = 24
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
 TRIPLES_SNR = 10.0
 # Below this signal-to-noise (a typical pair's expected L1 noise above the noisy total itself) a
-# pair measurement carries nothing: the whole budget goes to the one-ways (independent columns).
+# typical pair measurement carries nothing: the budget goes to the one-ways (independent columns), but
+# for a few pairs of few cells (SMALL_PAIR_SNR below).
 MIN_PAIR_SNR = 1.0
 # Above this signal-to-noise the fit's optimisation error, not the noise, limits the model: the
 # mirror-descent iterations per round and at the end are doubled.
@@ -205,6 +206,32 @@ ONE_WAY_MORE_SNR = 30.0
 # −0.0029 / −0.0047 (6 seeds), the nearly independent table −0.0016 / −0.0020, Adult +0.0009 ± 0.0006 /
 # +0.0016 ± 0.0012 (10 seeds), Titanic unchanged (its signal-to-noise is under 10).
 ONE_WAYS_AGAIN_SNR = TRIPLES_SNR
+# Below MIN_PAIR_SNR a few small pairs may still be worth their noise: a pair of a yes/no column and a
+# seven-level one has a seventh of a typical pair's cells. Those of at most the cells that keep a pair's
+# expected L1 noise under 1/SMALL_PAIR_SNR of the noisy total are then candidates, in
+# SMALL_PAIRS_PER_COLUMN rounds per column (fewer if fewer such pairs, or columns, there are). They are
+# paid for by the one-ways of the columns such a pair may hold: each keeps SMALL_PAIRS_ONE_WAY of its
+# second installment's share (rest0 ÷ d), and each round spends one column's spare share
+# (SMALL_PAIRS_SELECT of it on the selection). What the rounds leave (a round that chose "join alone",
+# fewer pairs than columns that gave) goes back, after the rounds, to the one-ways of the columns that no
+# measured pair holds. Whole releases at ε = 1 against independent columns (paired seeds, 2-/3-way TVD):
+# the ANES 1996 extract (benchmarks/tables/fetch_tables.py; 944 rows, signal-to-noise 0.8; 12 seeds)
+# −0.0153 / −0.0363 (bench_marginals.py: 0.1700 / 0.3286 → 0.1580 / 0.2973, 0.89 / 0.98 → 0.82 / 0.88 × AIM;
+# its mean KS 0.079 → 0.083), Adult's rows subsampled to 1,000 −0.0056 /
+# −0.0129, to 2,000 at ε = 0.5 −0.0050 / −0.0117, Titanic at ε = 0.1 +0.0006 ± 0.0036 (60 seeds), at
+# 0.15 −0.0026 / −0.0063, 500 rows of RAND −0.0004 / −0.0006 (24 seeds); generated tables (benchmarks/
+# tables/generated.py): the census extract at 1,000 rows +0.0052 ± 0.0023 / +0.0051, at 500 −0.0031 /
+# −0.0040, hospital admissions at 500 −0.0056 / −0.0068, nine nearly independent columns at 500
+# +0.0048 ± 0.0033 / +0.0040 (a pair measured there costs its columns' one-ways and buys nothing). A pair
+# with a yes/no column (× vote in the ANES extract) measures the other column's one-way nearly as well as
+# the installment it replaces, and the dependence besides. Tried: every column's one-way paying alike,
+# 0.55 of its share kept (ANES −0.0145 / −0.0371, but the census extract at 1,000 rows +0.0218 /
+# +0.0219); only the columns a small pair may hold paying, 0.55 kept (census +0.0096); keeping 0.4 rather
+# than 0.15 (ANES −0.0116 / −0.0231); 0.4 of a round's budget on its selection (ANES −0.0081 / −0.0206).
+SMALL_PAIR_SNR = 3.0
+SMALL_PAIRS_PER_COLUMN = 0.4
+SMALL_PAIRS_ONE_WAY = 0.15
+SMALL_PAIRS_SELECT = 0.1
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
@@ -265,6 +292,14 @@ class Capacity:
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
     proportional: bool = False  # the final estimation starts with proportional-fitting steps
     pair_factors: int = 0  # rounds after the tree's for pairs no clique holds
+    # Small pairs (below MIN_PAIR_SNR): each column's share of the total in the second one-way installment
+    # (its budget is that × total ÷ d), and the share of the total that the rounds' measurements get.
+    one_way_cols: tuple[float, ...] | None = None
+    pairs_share: float = 0.0
+
+    @property
+    def small_pairs(self) -> bool:
+        return self.one_way_cols is not None
 
     @property
     def one_ways_in_fit(self) -> bool:
@@ -273,6 +308,13 @@ class Capacity:
         return not self.wide and self.one_way_extra > 0
 
     def describe(self) -> str:
+        if self.small_pairs:
+            kept = sum(1 for x in self.one_way_cols if x < max(self.one_way_cols))
+            return (f"{self.rounds} selection rounds of small pairs only (at most {self.max_cells:,} cells): at a"
+                    f" signal-to-noise of {self.snr:.3g} for a typical pair (below {MIN_PAIR_SNR:g}) only a pair of"
+                    f" so few cells is worth its noise; they are paid for by the one-ways of the {kept} columns"
+                    " such a pair may hold, and what the rounds leave goes back to the one-ways of those that"
+                    " no measured pair holds")
         if self.rounds == 0 and self.snr == 0 and self.one_way_extra == 0:
             return "one column: its one-way marginal is the whole model"
         if self.rounds == 0:
@@ -342,7 +384,8 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
         sel, pairs = shares(extra)
         rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, planned)
     if snr < MIN_PAIR_SNR:
-        return Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
+        few = None if wide or d < 3 else small_pairs(plan, sizes, n, rest0, snr)
+        return few or Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
     cells, cols = clique_limits(snr, wide)
     per_column = [f for t, f in PAIR_FACTOR_TIERS if snr >= t]
     factors = 0 if wide or d < 3 or not per_column else round(per_column[-1] * d)
@@ -350,6 +393,25 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
                     one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1,
                     max_cells=cells, max_cols=cols, proportional=(not wide) and snr >= PROPORTIONAL_SNR,
                     pair_factors=factors)
+
+
+def small_pairs(plan: Plan, sizes: tuple[int, ...], n: float, rest0: float, snr: float) -> Capacity | None:
+    """The capacity below :data:`MIN_PAIR_SNR`: a few rounds over the pairs small enough to be measured at a
+    signal-to-noise of :data:`SMALL_PAIR_SNR` (each with one column's spare one-way share), or None when no
+    pair is that small. Public sizes, the budget and the noisy total only."""
+    d = len(sizes)
+    spare = rest0 - SMALL_PAIRS_ONE_WAY  # of a column's share that a pair may take
+    per_pair = spare / d * (1.0 - SMALL_PAIRS_SELECT)
+    cells = int(n / (plan.preview(plan.total * per_pair).mean_abs * SMALL_PAIR_SNR))
+    pairs = sum(a * b <= cells for i, a in enumerate(sizes) for b in sizes[i + 1:])
+    cover = [any(a * b <= cells for k, b in enumerate(sizes) if k != j) for j, a in enumerate(sizes)]
+    if pairs == 0:
+        return None
+    rounds = min(max(1, round(SMALL_PAIRS_PER_COLUMN * d)), pairs, sum(cover) - 1)
+    cols = tuple(SMALL_PAIRS_ONE_WAY if c else rest0 for c in cover)
+    return Capacity(rounds=rounds, triples=False, wide=False, one_way_extra=sum(cols) / d,
+                    select_share=rounds * spare / d * SMALL_PAIRS_SELECT, snr=snr, max_cells=cells, max_cols=2,
+                    one_way_cols=cols, pairs_share=rounds * per_pair)
 
 
 def rounds_and_snr(plan: Plan, sizes: tuple[int, ...], n: float, pairs_budget: float, rounds: int) -> tuple[int, float]:
