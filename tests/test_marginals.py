@@ -752,6 +752,11 @@ def test_small_pairs_below_the_pair_signal_to_noise_of_one() -> None:
     none = capacity(Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1), wide_cells, 900,
                     [np.full(s, 1.0 / s) for s in wide_cells], 3.0, 0.05)
     assert none.rounds == 0 and not none.small_pairs and none.one_way_extra == pytest.approx(0.95)
+    # A column of one cell makes small "pairs" with no dependence in them: they do not count.
+    const = (1, *wide_cells)
+    cap1 = capacity(Plan(1.0, 1e-9, Neighbours.parse("add-remove"), 1), const, 900,
+                    [np.full(s, 1.0 / s) for s in const], 3.0, 0.05)
+    assert cap1.rounds == 0 and not cap1.small_pairs
 
 
 @pytest.mark.parametrize(("epsilon", "delta"), [(1.0, 1e-9), (0.5, 0.0)])

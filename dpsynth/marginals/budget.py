@@ -207,8 +207,9 @@ ONE_WAY_MORE_SNR = 30.0
 # +0.0016 ± 0.0012 (10 seeds), Titanic unchanged (its signal-to-noise is under 10).
 ONE_WAYS_AGAIN_SNR = TRIPLES_SNR
 # Below MIN_PAIR_SNR a few small pairs may still be worth their noise: a pair of a yes/no column and a
-# seven-level one has a seventh of a typical pair's cells. Those of at most the cells that keep a pair's
-# expected L1 noise under 1/SMALL_PAIR_SNR of the noisy total are then candidates, in
+# seven-level one has 14 cells where two seven-level columns have 49. Those of at most the cells that
+# keep a pair's expected L1 noise under 1/SMALL_PAIR_SNR of the noisy total are then candidates (a pair
+# with a column of one cell counts for none: it has no dependence to measure), in
 # SMALL_PAIRS_PER_COLUMN rounds per column (fewer if fewer such pairs, or columns, there are). They are
 # paid for by the one-ways of the columns such a pair may hold: each keeps SMALL_PAIRS_ONE_WAY of its
 # second installment's share (rest0 ÷ d), and each round spends one column's spare share
@@ -403,8 +404,9 @@ def small_pairs(plan: Plan, sizes: tuple[int, ...], n: float, rest0: float, snr:
     spare = rest0 - SMALL_PAIRS_ONE_WAY  # of a column's share that a pair may take
     per_pair = spare / d * (1.0 - SMALL_PAIRS_SELECT)
     cells = int(n / (plan.preview(plan.total * per_pair).mean_abs * SMALL_PAIR_SNR))
-    pairs = sum(a * b <= cells for i, a in enumerate(sizes) for b in sizes[i + 1:])
-    cover = [any(a * b <= cells for k, b in enumerate(sizes) if k != j) for j, a in enumerate(sizes)]
+    pairs = sum(1 < a and 1 < b and a * b <= cells for i, a in enumerate(sizes) for b in sizes[i + 1:])
+    cover = [1 < a and any(1 < b and a * b <= cells for k, b in enumerate(sizes) if k != j)
+             for j, a in enumerate(sizes)]
     if pairs == 0:
         return None
     rounds = min(max(1, round(SMALL_PAIRS_PER_COLUMN * d)), pairs, sum(cover) - 1)
