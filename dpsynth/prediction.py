@@ -177,9 +177,11 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
         cap = mb.capacity(plan, tuple(sizes), float(n), [np.full(s, 1.0 / s) for s in sizes],
                           mf.ROUNDS_PER_COLUMN, one_share)
         rounds, one_share, sel_share = cap.rounds, one_share + cap.one_way_extra, cap.select_share
-    # With small pairs only (below the pair signal-to-noise of 1) the rounds get cap.pairs_share; the rest
-    # of the one-ways' reserve goes back to them after the rounds.
-    round_share = cap.pairs_share if 2 < d <= mb.WIDE_COLUMNS and cap.small_pairs else 1 - one_share - sel_share
+    round_share = 1 - one_share - sel_share
+    if 2 < d <= mb.WIDE_COLUMNS and cap.small_pairs:
+        # With small pairs (below a pair signal-to-noise of 1) the rounds get cap.pairs_share; the rest of
+        # the one-ways' reserve goes back to them after the rounds.
+        round_share = cap.pairs_share
     v1 = _measurement_variance(pure, total * one_share / d, l1, l2sq)
     vr = _measurement_variance(pure, total * round_share / rounds, l1, l2sq) if rounds else math.inf
     return {"one_way_variance": v1, "round_variance": vr, "rounds": rounds,

@@ -344,19 +344,19 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     mechs: list[Measurement] = []
     one_counts = [_counts(codes, sizes, (j,), weights) for j in range(d)]
 
-    def installment_cost(ms: list[Measurement], shared: bool) -> float:
-        return ms[0].cost * d if shared else sum(m.cost for m in ms)
+    # Each installment of one-ways: its mechanisms, and whether one mechanism served every column.
+    installments: list[tuple[list[Measurement], bool]] = []
 
-    def measure_one_ways(budget: float) -> list[Measurement]:
+    def measure_one_ways(budget: float) -> None:
         """Every column's one-way with the same mechanism at ``budget / d``."""
         mech = plan.measurement(budget / d)
         plan.spent += mech.cost * (d - 1)  # the same mechanism is applied to each of the d columns
         for j in range(d):
             measurements.append(((j,), mech(one_counts[j], rng=rng)))
             mechs.append(mech)
-        return [mech]
+        installments.append(([mech], True))
 
-    def measure_each(budgets: Sequence[float]) -> list[Measurement]:
+    def measure_each(budgets: Sequence[float]) -> None:
         """Column j's one-way at ``budgets[j]`` (none at 0): an installment whose columns differ."""
         out = []
         for j in range(d):
@@ -364,30 +364,29 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                 out.append(plan.measurement(budgets[j]))
                 measurements.append(((j,), out[-1](one_counts[j], rng=rng)))
                 mechs.append(out[-1])
-        return out
+        installments.append((out, False))
+
+    def one_cost() -> float:
+        return sum(ms[0].cost * d if shared else sum(m.cost for m in ms) for ms, shared in installments)
 
     def one_way_estimates() -> tuple[float, list[np.ndarray]]:
         """Noisy total and one-way proportions from the one-way measurements (the only ones so far)."""
         tot = max(noisy_total(measurements, mechs), 1.0)
         return tot, _one_way_targets(sizes, measurements, mechs, tot)
 
-    one_mechs = [measure_one_ways(budget_one)]
-    shared = [True]  # whether an installment applies one mechanism to every column
+    measure_one_ways(budget_one)
     total, one_way = one_way_estimates()
     # How much model the budget buys, from public sizes and the released one-ways; a second
     # installment of one-ways when the pairs would cost the one-column accuracy too much.
     cap = capacity(plan, sizes, total, one_way, ROUNDS_PER_COLUMN, one_share)
     if cap.small_pairs:
-        one_mechs.append(measure_each([plan.total * x / d for x in cap.one_way_cols]))
-        shared.append(False)
+        measure_each([plan.total * x / d for x in cap.one_way_cols])
         total, one_way = one_way_estimates()
     elif cap.one_way_extra > 0:
-        one_mechs.append(measure_one_ways(plan.total * cap.one_way_extra))
-        shared.append(True)
+        measure_one_ways(plan.total * cap.one_way_extra)
         total, one_way = one_way_estimates()
-    one_cost = sum(installment_cost(ms, sh) for ms, sh in zip(one_mechs, shared, strict=True))
     budget_sel = plan.total * cap.select_share
-    budget_meas = max(0.0, plan.total - one_cost - budget_sel) if cap.rounds else 0.0
+    budget_meas = max(0.0, plan.total - one_cost() - budget_sel) if cap.rounds else 0.0
     if cap.small_pairs:  # the rest goes back to the one-ways after the rounds
         budget_meas = min(budget_meas, plan.total * cap.pairs_share)
 
@@ -478,14 +477,12 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                                        {c for cols, _ in measurements if len(cols) > 1 for c in cols})
         if returned:
             n_before = len(measurements)
-            one_mechs.append(measure_each(returned))
-            shared.append(False)
+            measure_each(returned)
             for (m, y), mech in zip(measurements[n_before:], mechs[n_before:], strict=True):
                 model.obs.append((m, y.astype(np.float64), mech.variance))
-    one_cost = sum(installment_cost(ms, sh) for ms, sh in zip(one_mechs, shared, strict=True))
-    stages.append(stage("one-way marginals", plan, one_cost,
+    stages.append(stage("one-way marginals", plan, one_cost(),
                         f"{d} one-way marginals, " + " then again with ".join(
-                            _installment_text(ms, sh, plan) for ms, sh in zip(one_mechs, shared, strict=True))))
+                            _installment_text(ms, shared, plan) for ms, shared in installments)))
     for x in range(d):
         if d > 1 and x not in model.attached:  # only if the rounds ran out (e.g. one round per column)
             model.apply(Candidate("alone", (), new=x), np.zeros(0), 1.0)
