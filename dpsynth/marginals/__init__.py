@@ -89,7 +89,8 @@ rounded toward *more* noise, so the actual spend is at or below the plan (``desc
 Capacity (:func:`dpsynth.marginals.budget.capacity`, on the card as ``capacity``): decided after
 the one-ways from public sizes, the budget and the released noisy total and one-ways, by the
 signal-to-noise of a typical pair measurement (noisy total ÷ its expected L1 noise). Below
-``ONE_WAY_MORE_SNR`` (30), a second installment of ``ONE_WAY_SHARE`` goes to the one-ways. Below 10,
+``ONE_WAY_MORE_SNR`` (30), a second installment of ``ONE_WAY_SHARE`` goes to the one-ways, and below
+``ONE_WAY_GROW_SNR`` (10) a larger one, ``ONE_WAY_SHARE``·√(30 ÷ signal-to-noise). Below 10,
 ``LOW_SNR_ROUNDS_PER_COLUMN`` rounds per column instead of ``ROUNDS_PER_COLUMN`` (fewer, cleaner
 measurements); from 10, three-way measurements are offered and cliques may hold 7 columns and
 500,000 cells (5 and 100,000 below); from 50 (``PROPORTIONAL_SNR``), the final estimation starts
