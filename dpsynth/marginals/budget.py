@@ -201,6 +201,8 @@ ONE_WAY_MORE_SNR = 30.0
 # otitis trial OME −0.0136 / −0.0165, RetSchool −0.0067 / −0.0116, and the arthritis trial (906 rows,
 # signal-to-noise 2), which had come out worse than independent columns (0.125 against 0.099), −0.0052;
 # it was chosen on 24 of them (6 other seeds: −5.1% / −3.2%) over √ and linear growth from 10, 20 or 30.
+# Under pure DP (δ = 0, the dashboard's default; seeds 3000–3005) the gain is larger: 13.2% / 10.0% on those
+# 24, 7.2% / 4.9% on the other 28 (seven of them unchanged), e.g. the colon-cancer trial −0.072 / −0.088.
 # On the benchmark tables (12 paired seeds): Titanic at 891 rows −0.0096 / −0.0077, at ε = 0.3 −0.0071 /
 # −0.0020, the ANES extract at ε = 2 −0.0139 / −0.0097, the AR(1) panel at ε = 1 −0.0047 / −0.0033, Adult
 # at ε = 0.2 −0.0018 / −0.0019, Fair at 0.3 −0.0030 / −0.0033; Titanic at ε = 1 +0.0006 ± 0.0023 / +0.0022
