@@ -15,7 +15,8 @@ empty cells, guessed as N·e^(−n/N)); it moves about half its share of the mas
 real marginal. Two columns: the same with s = s_a·s_b.
 
 **Marginals.** Noise per measurement comes from the method's budget plan
-(:mod:`dpsynth.marginals`: ``ONE_WAY_SHARE`` of the budget over the d one-way tables, plus the
+(:mod:`dpsynth.marginals`: ``ONE_WAY_SHARE`` of the budget, ``ONE_WAY_SHARE_PURE`` under pure DP, over the
+d one-way tables, plus the
 capacity plan's second installment, ``SELECT_SHARE`` for the selections, the rest over the
 plan's rounds of two-way tables).
 A column's counts are estimated from its one-way table (variance v₁ per count) and from the
@@ -168,7 +169,7 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
     total = epsilon if pure else zcdp.rho_from_epsilon(epsilon, delta)
     l1 = histogram_l1_sensitivity(rel, max_contributions)
     l2sq = histogram_l2_sensitivity_squared(rel, max_contributions)
-    one_share = mb.ONE_WAY_SHARE if d > 1 else 1.0
+    one_share = mb.first_one_way_share(pure, d)
     sel_share = mb.SELECT_SHARE if d > 1 else 0.0
     rounds = max(d - 1, round(mf.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
     if 2 < d <= mb.WIDE_COLUMNS:

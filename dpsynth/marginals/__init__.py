@@ -79,8 +79,8 @@ composition            adaptive: ρ adds [BS16, Lemma 2.3];  adaptive basic comp
 A pair factor's round is a round like the tree's (one selection, one measurement); fitting the
 factor and applying it to the rows are post-processing.
 
-Budget: ``ONE_WAY_SHARE`` and ``SELECT_SHARE`` of the total (ρ or ε) go to the one-ways and the
-selections (split evenly over the rounds); the rest goes to the round measurements, each round
+Budget: ``ONE_WAY_SHARE`` (``ONE_WAY_SHARE_PURE`` of ε under pure DP) and ``SELECT_SHARE`` of the total
+(ρ or ε) go to the one-ways and the selections (split evenly over the rounds); the rest goes to the round measurements, each round
 taking its share of what is left in proportion to cells^``ALLOC_POWER`` of its marginal. Every
 round's budget is fixed before the round looks at the data (it depends on public sizes and
 earlier releases only), so the composition is the standard adaptive one; noise parameters are

@@ -27,6 +27,15 @@ from dpsynth.neighbours import Neighbours, histogram_l1_sensitivity, histogram_l
 
 # Budget shares (of ρ for δ > 0, of ε for δ = 0); chosen on Adult and Titanic, see benchmarks/.
 ONE_WAY_SHARE = 0.05
+# The first one-way installment under pure DP (δ = 0). A share of ρ buys noise ∝ 1/√share, a share of ε
+# noise ∝ 1/share, so the split that minimises Σ aᵢ·noiseᵢ moves from shares ∝ aᵢ^(2/3) to ∝ aᵢ^(1/2): the
+# one-ways' 5 : 95 against the rest becomes (5/95)^(3/4) : 1, about 10%. Paired releases at ε = 1, δ = 0
+# (2-/3-way TVD): 24 R tables (benchmarks/tables/fetch_rdatasets.py, seeds 3000–3005) geometric mean
+# −2.0% / −1.2%, 28 others −2.5% / −1.9%; 30 seeds each: Adult −0.0025 / −0.0031, hospital admissions
+# −0.0042 / −0.0064, the survey extract −0.0021 / −0.0030, the AR(1) panel +0.0009 / +0.0012, Fair
+# +0.0000 / +0.0011, Titanic +0.0018 ± 0.0022 / +0.0051 ± 0.0035. Raising the second installment's base
+# with it (both 10%) gained more on those 24 (−7.8% / −4.7%) but cost the panel +0.0134 / +0.0243.
+ONE_WAY_SHARE_PURE = 0.10
 SELECT_SHARE = 0.10
 # Measurement budget ∝ cells^ALLOC_POWER (2/3 would minimise the total expected L1 noise of a
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
@@ -354,6 +363,14 @@ class Capacity:
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
 
 
+def first_one_way_share(pure: bool, d: int) -> float:
+    """The first one-way installment's share of the total: all of it for one column, else
+    :data:`ONE_WAY_SHARE_PURE` under pure DP and :data:`ONE_WAY_SHARE` under zCDP (public inputs only)."""
+    if d <= 1:
+        return 1.0
+    return ONE_WAY_SHARE_PURE if pure else ONE_WAY_SHARE
+
+
 def _expected_tvd(p: np.ndarray, n: float, noise_var: float) -> float:
     """E[TVD] of a column's synthetic proportions: per cell a centred normal with the sampling
     variance p(1−p)/n plus the noise variance on counts / n² (E|Z| = √(2/π)·sd)."""
@@ -401,11 +418,11 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     planned = rounds
     rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, planned)
     if not wide and snr < ONE_WAY_MORE_SNR:
-        extra = base_share
+        extra = ONE_WAY_SHARE
         sel, pairs = shares(extra)
         rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, planned)
         if MIN_PAIR_SNR <= snr < ONE_WAY_GROW_SNR:
-            more = min(ONE_WAY_MORE_MAX, base_share * math.sqrt(ONE_WAY_MORE_SNR / snr))
+            more = min(ONE_WAY_MORE_MAX, ONE_WAY_SHARE * math.sqrt(ONE_WAY_MORE_SNR / snr))
             r_more, snr_more = rounds_and_snr(plan, sizes, n, plan.total * shares(more)[1], planned)
             if snr_more >= MIN_PAIR_SNR:  # the pairs keep a signal-to-noise of 1 or more
                 extra, rounds, snr = more, r_more, snr_more

@@ -334,7 +334,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     d = len(sizes)
     plan = Plan(eps, dlt, rel, max_contributions)
 
-    one_share = _budget.ONE_WAY_SHARE if d > 1 else 1.0
+    one_share = _budget.first_one_way_share(plan.pure, d)
     budget_one = plan.total * one_share
     stages: list[dict[str, Any]] = []
 
