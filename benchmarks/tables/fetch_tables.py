@@ -45,6 +45,15 @@ def plain_csv(raw: bytes) -> bytes:
     return ("\n".join(",".join(r) for r in rows) + "\n").encode("utf-8")
 
 
+def pip_download(spec: str, folder: str, *, binary: bool) -> Path:
+    """The one file ``pip download`` fetches for ``spec`` (a wheel, or with ``binary=False`` a source
+    distribution) into ``folder``, without dependencies."""
+    subprocess.run([sys.executable, "-m", "pip", "download", spec, "--no-deps",
+                    "--only-binary" if binary else "--no-binary", ":all:", "-d", folder, "-q"], check=True)
+    name = spec.split("==")[0]
+    return next(Path(folder).glob(f"{name}-*.whl" if binary else f"{name}-*.tar.gz"))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder to write the CSVs to")
@@ -52,9 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", f"statsmodels=={VERSION}", "--no-deps",
-                        "--only-binary", ":all:", "-d", tmp, "-q"], check=True)
-        wheel = next(Path(tmp).glob("statsmodels-*.whl"))
+        wheel = pip_download(f"statsmodels=={VERSION}", tmp, binary=True)
         with zipfile.ZipFile(wheel) as z:
             for name, member in TABLES.items():
                 (out / f"{name}.csv").write_bytes(plain_csv(z.read(member)))
