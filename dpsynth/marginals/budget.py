@@ -209,7 +209,7 @@ ONE_WAY_MORE_SNR = 30.0
 # tables the rule changes gained 3.1% / 1.5% of 2-/3-way TVD (geometric mean; 34 of 40 lower), e.g. the
 # otitis trial OME −0.0136 / −0.0165, RetSchool −0.0067 / −0.0116, and the arthritis trial (906 rows,
 # signal-to-noise 2), which had come out worse than independent columns (0.125 against 0.099), −0.0052;
-# it was chosen on 24 of them (6 other seeds: −5.1% / −3.2%) over √ and linear growth from 10, 20 or 30.
+# it was chosen on 24 of them (seeds 3000–3005: −5.1% / −3.2%) over √ and linear growth from 10, 20 or 30.
 # Under pure DP (δ = 0, the dashboard's default; seeds 3000–3005) the gain is larger: 13.2% / 10.0% on those
 # 24, 7.2% / 4.9% on the other 28 (seven of them unchanged), e.g. the colon-cancer trial −0.072 / −0.088.
 # On the benchmark tables (12 paired seeds): Titanic at 891 rows −0.0096 / −0.0077, at ε = 0.3 −0.0071 /
