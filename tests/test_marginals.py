@@ -534,11 +534,14 @@ def test_second_one_way_installment_grows_where_a_typical_pair_is_noisy() -> Non
 
 def test_first_one_way_installment_is_larger_under_pure_dp() -> None:
     """Under pure DP the first one-way installment takes ONE_WAY_SHARE_PURE of ε (a share of ε buys noise
-    ∝ 1/share, of ρ ∝ 1/√share), under zCDP ONE_WAY_SHARE of ρ; a single column takes everything."""
-    from dpsynth.marginals.budget import ONE_WAY_SHARE, ONE_WAY_SHARE_PURE, first_one_way_share
+    ∝ 1/share, of ρ ∝ 1/√share) off the wide path, under zCDP ONE_WAY_SHARE of ρ; a single column takes
+    everything."""
+    from dpsynth.marginals.budget import ONE_WAY_SHARE, ONE_WAY_SHARE_PURE, WIDE_COLUMNS, first_one_way_share
 
     assert first_one_way_share(True, 5) == ONE_WAY_SHARE_PURE > first_one_way_share(False, 5) == ONE_WAY_SHARE
     assert first_one_way_share(True, 1) == first_one_way_share(False, 1) == 1.0
+    # the wide path keeps 5%: its one-ways often take the whole budget, and Laplace installments lose precision
+    assert first_one_way_share(True, WIDE_COLUMNS + 1) == ONE_WAY_SHARE
     codes, sizes = _hub_table(900)
     d = len(sizes)
     for delta, share, key in ((0.0, ONE_WAY_SHARE_PURE, "epsilon"), (1e-9, ONE_WAY_SHARE, "rho")):

@@ -365,10 +365,13 @@ class Capacity:
 
 def first_one_way_share(pure: bool, d: int) -> float:
     """The first one-way installment's share of the total: all of it for one column, else
-    :data:`ONE_WAY_SHARE_PURE` under pure DP and :data:`ONE_WAY_SHARE` under zCDP (public inputs only)."""
+    :data:`ONE_WAY_SHARE_PURE` under pure DP off the wide path and :data:`ONE_WAY_SHARE` otherwise (public
+    inputs only). On the wide path the one-ways often take the whole budget in two installments, and two
+    Laplace measurements at ε₁ + ε₂ = ε are as precise as one at √(ε₁² + ε₂²) only: at 10% + 90% the 100 × 50,000
+    table's one-column TVD came out 1.058 × that of independent noisy one-ways (1.016 at 5% + 95%)."""
     if d <= 1:
         return 1.0
-    return ONE_WAY_SHARE_PURE if pure else ONE_WAY_SHARE
+    return ONE_WAY_SHARE_PURE if pure and d <= WIDE_COLUMNS else ONE_WAY_SHARE
 
 
 def _expected_tvd(p: np.ndarray, n: float, noise_var: float) -> float:
