@@ -784,6 +784,32 @@ def test_one_ways_are_candidates_to_measure_again_when_offered() -> None:
         assert ((0,) in again and (1,) in again) is offered
         assert (2,) not in again and (0, 1) in again
 
+def test_a_three_way_table_is_offered_once_under_the_largest_clique_holding_its_pair() -> None:
+    """A column joining through a three-way table is a single candidate of the selection (not one per
+    clique that holds the other two columns, which weighted it that many times), and its parent is the
+    largest such clique, whose columns its own clique may later grow by."""
+    from collections import Counter
+
+    from dpsynth.marginals.estimation import Candidate, TreeModel
+
+    sizes = (3, 4, 5, 2, 3)
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    model = TreeModel(sizes, one_way, 100.0, max_cells=1000, max_cols=4, triples=True)
+    model.apply(Candidate("root", (0, 1)), np.full(12, 100.0 / 12), 4.0)
+    model.apply(Candidate("attach", (0, 1, 2), new=2, clique=0), np.full(60, 100.0 / 60), 4.0)
+    triples = [c for c in model.candidates(must_attach=True) if len(c.measure) == 3]
+    counts = Counter(c.measure for c in triples)
+    assert counts and max(counts.values()) == 1, counts
+    by_measure = {c.measure: c for c in triples}
+    assert by_measure[(0, 1, 3)].clique == 1  # (0, 1) lies in the root and in (0, 1, 2): the larger one
+    assert by_measure[(0, 2, 3)].clique == 1
+    assert {c.new for c in triples} == {3, 4}
+    # the joined column's clique can then grow by the parent's third column, which the root lacks
+    model.apply(by_measure[(0, 1, 3)], np.full(24, 100.0 / 24), 4.0)
+    grows = {c.measure for c in model.candidates(must_attach=False) if c.kind == "grow" and c.new == 3}
+    assert (2, 3) in grows
+
+
 
 def test_one_ways_measured_again_bring_independent_columns_closer_to_the_data(monkeypatch) -> None:
     """On independent columns at ε = 1 (a pair's signal-to-noise about 28, one-ways in the fit) the rounds
