@@ -47,9 +47,10 @@ all in numpy:
    sums of all measured tables. The fit holds the columns fewest cells first (``fit.layout``, from
    the public sizes), so each clique table's contiguous last axis is its largest column (numpy's
    inner loops run along it); the returned model names the table's columns in their order.
-4. **Pair factors** (``budget.PAIR_FACTOR_TIERS`` rounds, from a signal-to-noise of 10): rounds
+4. **Pair factors** (``budget.PAIR_FACTOR_TIERS`` rounds, from a signal-to-noise of 15): rounds
    after the tree's that select (exponential mechanism, the same score against the model's table
-   read off a working sample of it) and measure pairs of columns that no clique holds — the cell
+   read off a working sample of it, ``fit.FACTOR_WORK_ROWS`` rows whatever the table's size) and
+   measure pairs of columns that no clique holds — the cell
    caps keep e.g. Adult's age and hours worked apart — and turn each into log-linear terms that
    redraw one column of the sampled rows through a maximal coupling, keeping the other tables the
    model holds with it (:mod:`~dpsynth.marginals.pair_factors`). They take the budget of as many
@@ -92,8 +93,9 @@ signal-to-noise of a typical pair measurement (noisy total ÷ its expected L1 no
 ``ONE_WAY_MORE_SNR`` (30), a second installment of ``ONE_WAY_SHARE`` goes to the one-ways, and below
 ``ONE_WAY_GROW_SNR`` (10) a larger one, ``ONE_WAY_SHARE``·√(30 ÷ signal-to-noise). Below 10,
 ``LOW_SNR_ROUNDS_PER_COLUMN`` rounds per column instead of ``ROUNDS_PER_COLUMN`` (fewer, cleaner
-measurements); from 10, three-way measurements are offered and cliques may hold 7 columns and
-500,000 cells (5 and 100,000 below); from 50 (``PROPORTIONAL_SNR``), the final estimation starts
+measurements); from 10, three-way measurements are offered (each once, its new clique the child of the
+largest clique holding its other two columns) and cliques may hold 7 columns and 500,000 cells (5
+and 100,000 below); from 50 (``PROPORTIONAL_SNR``), the final estimation starts
 with proportional-fitting steps, so small cells reach their measurements too; from 100, the
 mirror-descent iterations of each round double and cliques may hold 1,000,000 cells (the fit, not
 the noise, then limits the model) (``CLIQUE_LIMITS``); with proportional steps the final estimation
