@@ -95,19 +95,19 @@ DISCREPANCY = 0.8
 #: cell (probabilities below that become 0: under 0.003 expected rows in a table of 50,000).
 CPT_DECIMALS = 7
 #: Rows of the working sample on which pair factors are scored and fitted, whatever the table's size (a
-#: public constant). Adult at ε = 10 with 32,768 instead of all its 48,842 rows: +0.0004 / +0.0007 TVD (4
-#: paired seeds; ε = 1: +0.0001 / +0.0001); a generated 16-column table of 200,000 rows at ε = 10 took
-#: 21 s instead of 26 s (15.4 s without factors). A smaller table used to get a working sample of its
-#: noisy total, and its factors' terms (up to a hundred configurations × the column's categories) were
-#: fitted to that sample's chance sparsity: on the flchain table (7,874 rows, a 51-bin creatinine) at
-#: ε = 10 one release in six drew creatinine 0.26 from its one-way (2-way TVD 3.9 × the sampling floor), on
-#: rwm1984 (3,874 rows) one in three drew three columns 0.14–0.26 from theirs (0.0791 / 0.1091 against
-#: 0.0067 / 0.0142 now).
-#: On 52 real tables of 800–54,000 rows (benchmarks/tables/fetch_rdatasets.py, 6 seeds at ε = 10):
-#: 2-/3-way TVD −1.4% / −1.0% (geometric mean; flchain −0.21 / −0.14 × the floor, Workinghours −0.05 /
-#: −0.05), 11 unchanged, the largest loss Catsup +0.03 / +0.02 ± 0.02; paired releases at ε = 10 (8 seeds):
-#: Titanic −0.0005 / −0.0012, Fair −0.0002 / −0.0008, the RAND extract −0.0003 / −0.0005, Adult −0.0001 /
-#: −0.0001 (4 seeds). At ε = 1 the 52 tables moved ±0.0% (45 have no factors there).
+#: public constant). When it was the noisy total capped at this: Adult at ε = 10 with a cap of 32,768
+#: instead of its 48,842 rows gave +0.0004 / +0.0007 TVD (4 paired seeds; ε = 1: +0.0001 / +0.0001), and a
+#: generated 16-column table of 200,000 rows at ε = 10 took 21 s instead of 26 s (15.4 s without factors). A
+#: table under the cap got a working sample of its own noisy total, and its factors' terms (up to a hundred
+#: configurations × the column's categories) were fitted to that sample's chance sparsity: on the flchain
+#: table (7,874 rows, a 51-bin creatinine) at ε = 10 one release in six drew creatinine 0.26 from its
+#: one-way (2-way TVD 3.9 × the sampling floor), on rwm1984 (3,874 rows) one in three drew three columns
+#: 0.14–0.26 from theirs (0.0791 / 0.1091 against 0.0067 / 0.0142 now).
+#: On 52 real tables of 800–54,000 rows (benchmarks/tables/fetch_rdatasets.py, 6 seeds at ε = 10): 2-/3-way
+#: TVD −1.4% / −1.0% (geometric mean; flchain −0.21 / −0.14 × the floor, Workinghours −0.05 / −0.05), 11
+#: unchanged, the largest loss Catsup +0.03 / +0.02 ± 0.02; paired releases at ε = 10 (8 seeds): Titanic
+#: −0.0005 / −0.0012, Fair −0.0002 / −0.0008, the RAND extract −0.0003 / −0.0005, Adult −0.0001 / −0.0001 (4
+#: seeds). At ε = 1 the 52 tables moved ±0.0% (45 have no factors there).
 FACTOR_WORK_ROWS = 1 << 16
 #: A measured pair becomes a factor only if it differs from the model's table by more than noise: its
 #: χ²-like statistic Σ (y − est)² / (σ² + est·(1 + scale)) (the noise, the data's and the working sample's
