@@ -784,6 +784,7 @@ def test_one_ways_are_candidates_to_measure_again_when_offered() -> None:
         assert ((0,) in again and (1,) in again) is offered
         assert (2,) not in again and (0, 1) in again
 
+
 def test_a_three_way_table_is_offered_once_under_the_largest_clique_holding_its_pair() -> None:
     """A column joining through a three-way table is a single candidate of the selection (not one per
     clique that holds the other two columns, which weighted it that many times), and its parent is the
@@ -808,7 +809,6 @@ def test_a_three_way_table_is_offered_once_under_the_largest_clique_holding_its_
     model.apply(by_measure[(0, 1, 3)], np.full(24, 100.0 / 24), 4.0)
     grows = {c.measure for c in model.candidates(must_attach=False) if c.kind == "grow" and c.new == 3}
     assert (2, 3) in grows
-
 
 
 def test_one_ways_measured_again_bring_independent_columns_closer_to_the_data(monkeypatch) -> None:

@@ -29,6 +29,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_marginals import marginal as flat_marginal  # noqa: E402
 
 from dpsynth.binning import encode  # noqa: E402
 from dpsynth.release import release  # noqa: E402
@@ -38,10 +41,8 @@ SEED0 = 2000
 
 
 def marginal(codes: np.ndarray, sizes: tuple[int, ...], cols: tuple[int, ...]) -> np.ndarray:
-    """Proportions of ``codes`` on ``cols`` (C order)."""
-    shape = [sizes[c] for c in cols]
-    flat = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
-    return np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape) / len(codes)
+    """Proportions of ``codes`` on ``cols``, one axis per column (the yardstick's marginal, reshaped)."""
+    return flat_marginal(codes, sizes, cols).reshape([sizes[c] for c in cols])
 
 
 def tvd(a: np.ndarray, b: np.ndarray) -> float:
