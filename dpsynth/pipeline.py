@@ -164,16 +164,16 @@ def run(
         if plan.budget.adaptive:  # the value model's share of the budget follows a noisy row count, measured first
             plan = replace(plan, budget=plan.budget.resolve(_noisy_rows(counted, plan, rng), request.epsilon,
                                                             request.delta))
-        say(0.5, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
-        result = _measure(counted, plan, rng, lambda f, m: say(0.5 + 0.35 * f, m))
         values = None
         if plan.budget.has_values:
             from dpsynth.value_model import fit_value_model_from_counts
 
-            say(0.86, "Measuring the fine distributions of numeric columns")
+            say(0.5, "Measuring the fine distributions of numeric columns")
             values = fit_value_model_from_counts(counted.leaves, plan.schema, **plan.budget.value_budget(),
                                                  neighbours=request.neighbours,
                                                  max_contributions=request.max_contributions, rng=rng)
+        say(0.52, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
+        result = _measure(counted, plan, rng, lambda f, m: say(0.52 + 0.33 * f, m), values)
         post_seed = post_processing_seed(rng)
         rows = plan.synthetic_rows(result.noisy_total)
         card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
@@ -332,16 +332,20 @@ def _noisy_rows(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator) 
     return int(plan.row_count_mechanism()(np.array([n], dtype=np.int64), rng=rng)[0])
 
 
-def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress) -> Any:
+def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say: Progress, values: Any = None) -> Any:
+    """The main method's release; the marginals method also fits the one-ways of numeric columns to the
+    value model's released bin counts (``values``, already released: post-processing)."""
     from dpsynth.results import MarginalResult, NoisyHistogram, SparseHistogram
 
     r, schema = plan.request, plan.schema
     if plan.method == "marginals":
         from dpsynth.marginals import fit_marginal_model
+        from dpsynth.value_model import bin_count_observations
 
+        observed = bin_count_observations(values, schema) if values is not None else None
         model = fit_marginal_model(counted.codes, schema.sizes, epsilon=plan.budget.epsilon_main, delta=r.delta,
-                                   neighbours=r.neighbours,
-                                   max_contributions=r.max_contributions, rng=rng, weights=counted.weights, progress=say)
+                                   neighbours=r.neighbours, max_contributions=r.max_contributions, rng=rng,
+                                   weights=counted.weights, progress=say, one_way_observations=observed)
         return MarginalResult(schema, model)
     mech = plan.mechanism
     assert mech is not None

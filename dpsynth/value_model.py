@@ -822,6 +822,29 @@ class ValueModel:
             out.append((k, p / p.sum()))
         return out
 
+    def bin_counts(self, column: str, col: NumericColumn) -> tuple[np.ndarray, float] | None:
+        """The released model's count of each of the column's schema bins, and a noise variance per bin for it
+        (post-processing: no privacy cost). None for a column without levels (one grid point per bin).
+
+        The counts are those the sampler uses (:meth:`_compile`: the consistent, smoothed tree). A bin's
+        count is read off the subtrees of the level-1 nodes it overlaps, so the variance given is one node's
+        noise variance times the mean number of level-1 nodes a bin overlaps: measured over releases at
+        ε = 1 on eight tables, the error of these counts was 0.2–2 × one node's variance for most columns,
+        and up to 7 × on columns of two or three wide bins, which overlap that many level-1 nodes.
+        """
+        tree = self.trees[column]
+        if not tree.nodes:
+            return None
+        comp = self._compile(column, col)
+        g = tree.grid
+        mass = np.asarray(comp["bin_mass"], dtype=np.float64)
+        w1 = g.node_width(1) * g.width
+        first = (comp["bin_lo"] - g.first) // w1
+        last = (comp["bin_hi"] - g.first) // w1
+        overlap = float(np.mean(last - first + 1))
+        sd = _noise_sd(self.sigma2 if self.gaussian else self.scale, self.gaussian)  # type: ignore[arg-type]
+        return mass.copy(), sd * sd * max(overlap, 1.0)
+
     # ---- release card and serialisation
 
     @property
@@ -1052,6 +1075,20 @@ def value_columns(schema: Schema) -> list[NumericColumn]:
     budget is spent on it)."""
     return [c for c in schema.columns
             if isinstance(c, NumericColumn) and _has_grid_in_every_bin(c) and not _one_point_per_bin(c)]
+
+
+def bin_count_observations(values: ValueModel, schema: Schema) -> dict[int, tuple[np.ndarray, float]]:
+    """Per numeric column the value model describes (by its position in ``schema``), the released counts of
+    its bins and their noise variance (:meth:`ValueModel.bin_counts`): further noisy one-ways for the
+    marginals method to fit (post-processing of the value model's release). A column that allows missing
+    values is left out: the value model does not count its missing cell."""
+    out: dict[int, tuple[np.ndarray, float]] = {}
+    for j, col in enumerate(schema.columns):
+        if isinstance(col, NumericColumn) and col.name in values.trees and not col.missing:
+            got = values.bin_counts(col.name, col)
+            if got is not None and len(got[0]) == col.n_cells:
+                out[j] = got
+    return out
 
 
 def _one_point_per_bin(col: NumericColumn) -> bool:

@@ -933,3 +933,36 @@ def test_small_pairs_beat_independent_columns_where_a_small_column_carries_the_s
     monkeypatch.setattr(marginals_budget, "SMALL_PAIR_SNR", math.inf)
     diff = small - _fitted_pairs_tvd(codes, sizes)
     assert diff.mean() < -2 * diff.std(ddof=1) / math.sqrt(len(diff))
+
+
+def test_one_way_observations_from_elsewhere_are_fitted_and_cost_nothing() -> None:
+    """A released one-way from another mechanism (the value model's bin counts) joins the fit: with an exact
+    observation of a column the fitted one-way lands on it, while the spend, the stages and the model's own
+    measurements are those of a fit without it (post-processing of a table released elsewhere)."""
+    codes, sizes = _table(3_000)
+    j = 5
+    true = np.bincount(codes[:, j], minlength=sizes[j]).astype(np.float64)
+    rho = zcdp.rho_from_epsilon(0.3, 1e-9)
+    gaps = {False: [], True: []}
+    for seed in range(4):
+        for with_obs in (False, True):
+            m = fit_marginal_model(codes, sizes, epsilon=0.3, delta=1e-9, neighbours="add-remove",
+                                   rng=np.random.default_rng(seed),
+                                   one_way_observations={j: (true, 1e-2)} if with_obs else None)
+            gaps[with_obs].append(0.5 * np.abs(m.marginal((j,)) - true / true.sum()).sum())
+            assert m.params["rho_spent"] <= rho
+            assert m.params["capacity"]["one_way_observations"] == int(with_obs)
+            assert ("value model's released bin counts" in m.params["capacity"]["text"]) == with_obs
+            # the observation is not one of the model's measurements: one table per column per installment
+            assert not any(c == (j,) and np.array_equal(y, true) for c, y in m.measurements)
+            assert len(m.noise) == len(m.measurements)
+    assert max(gaps[True]) < 0.01 < np.mean(gaps[False])
+
+
+def test_a_one_way_observation_that_does_not_fit_its_column_is_refused() -> None:
+    codes, sizes = _table(500)
+    for bad in ({0: (np.ones(sizes[0] + 1), 1.0)}, {9: (np.ones(3), 1.0)}, {1: (np.ones(sizes[1]), 0.0)},
+                {2: (np.full(sizes[2], np.nan), 1.0)}):
+        with pytest.raises(InputError, match="one-way observation"):
+            fit_marginal_model(codes, sizes, epsilon=1.0, delta=1e-9, neighbours="add-remove",
+                               rng=np.random.default_rng(0), one_way_observations=bad)

@@ -239,3 +239,22 @@ def test_refusable_inputs_exit_2_with_one_line_and_charge_nothing(stored: dict[s
         assert len(errors) == 1 and "Traceback" not in "\n".join(err), f"{name}: {err}"
         assert mention.lower() in errors[0].lower(), f"{name}: {errors[0]}"
         assert _spent(ledger) == 0.0, f"{name}: charged"
+
+
+def test_the_marginals_fit_reads_the_value_models_bin_counts_and_the_card_says_so() -> None:
+    """The value model is released before the marginals and its bin counts of every numeric column are
+    one-way observations of the fit; with no value model (share 0) there are none."""
+    import dpsynth
+
+    df, schema = _table(), _schema()
+    rel = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=4)
+    cap = rel.model.params["capacity"]
+    assert cap["one_way_observations"] == 3  # age, income, score
+    assert "the one-ways of 3 numeric columns also fitted to the value model's released bin counts" in cap["text"]
+    from dpsynth.card import card_markdown
+
+    assert cap["text"] in card_markdown(rel.card)
+    none = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=4, value_share=0)
+    assert none.values is None
+    assert none.model.params["capacity"]["one_way_observations"] == 0
+    assert "value model's released bin counts" not in none.model.params["capacity"]["text"]

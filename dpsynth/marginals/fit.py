@@ -10,7 +10,8 @@ and the exponential mechanism's choices.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -233,6 +234,13 @@ class _RoundSpend:
         return y, mech
 
 
+@dataclass(frozen=True)
+class _Observed:
+    """The noise of a one-way observation from elsewhere (``fit_marginal_model``'s ``one_way_observations``)."""
+
+    variance: float
+
+
 def _validate(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
     a = np.asarray(codes)
     if a.ndim != 2:
@@ -266,6 +274,7 @@ def fit_marginal_model(
     rng: np.random.Generator,
     progress: Progress | None = None,
     weights: np.ndarray | None = None,
+    one_way_observations: Mapping[int, tuple[np.ndarray, float]] | None = None,
 ) -> MarginalModel:
     """Fit the junction-tree marginal model; the whole fit is (ε, δ)-DP (pure ε-DP when δ = 0).
 
@@ -273,6 +282,13 @@ def fit_marginal_model(
     ``weights``, row i of ``codes`` stands for ``weights[i]`` identical records (an engine's
     occupied cells and their counts, :meth:`dpsynth.engines.CellCounts.occupied_codes`): every
     marginal, hence the released model and its guarantee, is that of the expanded table.
+
+    ``one_way_observations`` maps a column to noisy counts of its cells released by another mechanism of
+    the same release and their noise variance per cell (the value model's bin counts of a numeric column,
+    :func:`dpsynth.value_model.bin_count_observations`). They join the released one-ways wherever those are
+    used (the noisy total, the one-way estimates, the capacity plan, the fit and its raking) and are not
+    part of this model's measurements. Using released values is post-processing: the guarantee above is
+    this fit's, and the release composes it with the other mechanism's.
     """
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     rel = Neighbours.parse(neighbours)
@@ -283,10 +299,17 @@ def fit_marginal_model(
             raise InputError("weights must be one whole number ≥ 0 per row of codes.")
         weights = weights.astype(np.int64, copy=False)
     order = layout(sizes)
+    observed = []
+    for j, (y, var) in sorted((one_way_observations or {}).items()):
+        y = np.asarray(y, dtype=np.float64)
+        if not (0 <= j < len(sizes) and y.shape == (sizes[j],) and np.isfinite(y).all() and var > 0):
+            what = f"its {sizes[j]} cells" if 0 <= j < len(sizes) else f"the {len(sizes)} columns"
+            raise InputError(f"A one-way observation of column {j} does not fit {what} (finite counts, variance > 0).")
+        observed.append(((order.index(j),), y, float(var)))
     # Columns contiguous (every count reads whole columns), in the model's layout.
     inner = np.asfortranarray(codes[:, list(order)])
     model = _fit(inner, tuple(sizes[c] for c in order), weights, eps, dlt, rel, max_contributions, rng,
-                 progress or (lambda _f, _m: None))
+                 progress or (lambda _f, _m: None), observed)
     return _to_original(model, sizes, order)
 
 
@@ -339,8 +362,10 @@ def _to_original(model: MarginalModel, sizes: tuple[int, ...], order: tuple[int,
 
 
 def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, eps: float, dlt: float,
-         rel: Neighbours, max_contributions: int, rng: np.random.Generator, report: Progress) -> MarginalModel:
-    """:func:`fit_marginal_model` on validated input, its columns in :func:`layout` order."""
+         rel: Neighbours, max_contributions: int, rng: np.random.Generator, report: Progress,
+         observed: Sequence[tuple[tuple[int, ...], np.ndarray, float]] = ()) -> MarginalModel:
+    """:func:`fit_marginal_model` on validated input, its columns in :func:`layout` order (``observed``: the
+    one-way observations from elsewhere, (column, counts, variance))."""
     d = len(sizes)
     plan = Plan(eps, dlt, rel, max_contributions)
 
@@ -379,10 +404,14 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     def one_cost() -> float:
         return sum(ms[0].cost * d if shared else sum(m.cost for m in ms) for ms, shared in installments)
 
+    # the observations from elsewhere, beside the released tables wherever all of those are read
+    seen = [(m, y) for m, y, _ in observed]
+    seen_noise = [_Observed(v) for _, _, v in observed]
+
     def one_way_estimates() -> tuple[float, list[np.ndarray]]:
         """Noisy total and one-way proportions from the one-way measurements (the only ones so far)."""
-        tot = max(noisy_total(measurements, mechs), 1.0)
-        return tot, _one_way_targets(sizes, measurements, mechs, tot)
+        tot = max(noisy_total(measurements + seen, mechs + seen_noise), 1.0)
+        return tot, _one_way_targets(sizes, measurements + seen, mechs + seen_noise, tot)
 
     measure_one_ways(budget_one)
     total, one_way = one_way_estimates()
@@ -409,7 +438,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     # With a second installment (noisy pairs) the one-ways are observations of the fit, as in
     # Private-PGM; with clean pairs fitting them cost a little (budget.ONE_WAY_MORE_SNR).
     if cap.one_ways_in_fit:
-        for (m, y), mech in zip(measurements, mechs, strict=True):
+        for (m, y), mech in zip(measurements + seen, mechs + seen_noise, strict=True):
             model.obs.append((m, y.astype(np.float64), mech.variance))
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -499,7 +528,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
 
     # ---- reconstruction (post-processing) ----------------------------------------------------
     report(0.9, "Estimating the model")
-    model.total = max(noisy_total(measurements, mechs), 1.0)
+    model.total = max(noisy_total(measurements + seen, mechs + seen_noise), 1.0)
     final_iters = (round(ESTIMATION_ITERS * PROPORTIONAL_ITERS_FACTOR) if cap.proportional
                    else ESTIMATION_ITERS * cap.iters_factor)
     model.fit(final_iters, PRECONDITION if cap.proportional else 0.0,
@@ -509,7 +538,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         # pairs measured since carry a little more of it. (With small pairs the one-ways measured after
         # the rounds are observations the fit, started from the earlier ones and stopped early, has not
         # reached: without the raking the ANES extract's mean KS rose 0.020 rather than 0.006.)
-        model.rake(_one_way_targets(sizes, measurements, mechs, model.total), RAKE_ITERS)
+        model.rake(_one_way_targets(sizes, measurements + seen, mechs + seen_noise, model.total), RAKE_ITERS)
     steps = model.steps()
 
     # ---- pair factors: pairs no clique holds (selection and measurement, then post-processing) --
@@ -560,7 +589,10 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                           "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
                           "pair_factors": len(factors), "pair_factor_measurements": factor_pairs,
                           "fitted_as_independent": within_noise,
+                          "one_way_observations": len(observed),
                           "text": cap.describe() + (
+                              f"; the one-ways of {len(observed)} numeric column{'s' if len(observed) != 1 else ''}"
+                              " also fitted to the value model's released bin counts" if observed else "") + (
                               f"; {within_noise} of {in_rounds} measured marginals within their noise"
                               " of independence, fitted as the product of their one-way margins" if within_noise else "") + (
                               f"; {factor_pairs} pair{'s' if factor_pairs != 1 else ''} outside the cliques measured,"
