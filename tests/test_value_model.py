@@ -1267,9 +1267,9 @@ def test_a_release_with_many_numeric_columns_gives_its_value_model_their_share()
 
 def test_bin_counts_estimate_each_bin_within_their_stated_variance() -> None:
     """The released bin counts the marginals method fits as one-ways (:func:`bin_count_observations`): over
-    40 releases their squared errors average about their stated variance (the sampler's smoothed counts,
-    so a small bias is allowed: under 1.5 stated standard deviations in every bin), and they add up to the
-    rows."""
+    40 releases they are unbiased in every bin (mean error within 1 stated standard deviation: about 4
+    standard errors of that mean) and their squared errors average their stated variance (the mean over
+    the bins, so one bin may have more and another less), and they add up to the rows."""
     from dpsynth.binning import encode as encode_rows
     from dpsynth.value_model import bin_count_observations
 
@@ -1292,8 +1292,8 @@ def test_bin_counts_estimate_each_bin_within_their_stated_variance() -> None:
             z[j].append((y - true) / math.sqrt(var))
     for j, errs in z.items():
         e = np.array(errs)
-        assert 0.3 < float(np.mean(e**2)) < 2.0, j
-        assert np.all(np.abs(e.mean(axis=0)) < 1.5), j
+        assert 0.7 < float(np.mean(e**2)) < 1.3, j
+        assert np.all(np.abs(e.mean(axis=0)) < 1.0), j
 
 
 def test_bin_count_observations_leave_out_columns_with_a_missing_cell_or_no_tree() -> None:

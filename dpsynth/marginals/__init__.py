@@ -12,9 +12,9 @@ all in numpy:
    released bin counts of the numeric columns in as further one-ways (``one_way_observations``, with
    a stated noise variance): post-processing of a release whose cost the release already counts, so a
    numeric column's one-way costs the method nothing more, and its rounds are not spent measuring it
-   again. Paired at ε = 1: 0.982 / 0.986 × the 2-/3-way TVD over the 14 tables with AIM runs
-   (``benchmarks/peers/aim_suite.py``, Wages −7% / −5%) and 0.966 / 0.975 over 52 R tables;
-   0.992 / 0.996 at ε = 10.
+   again (the counts are the tree's unbiased least-squares estimates, :meth:`ValueModel.bin_counts`).
+   At ε = 1 over 24 seeds: 0.985 / 0.988 × the 2-/3-way TVD over the 14 tables with AIM runs
+   (``benchmarks/peers/aim_suite.py``; Wages −4% / −2%, mdvis −3% / −4%).
 2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
    the exponential mechanism and measures it. The model is a junction tree whose cliques are
    *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may
