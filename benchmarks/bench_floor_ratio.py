@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resamples", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
-    tables = sorted(p.name[: -len("_schema.json")] for p in Path(args.data).glob("*_schema.json")
-                    if (p.parent / (p.name[: -len("_schema.json")] + ".csv")).is_file())
+    from bench_paired import tables_in
+
+    tables = tables_in(args.data)
     with ProcessPoolExecutor(args.workers) as pool:
         done = list(pool.map(_ratio, [(args.data, t, args.eps, args.seeds, args.resamples) for t in tables]))
     for t, r in done:

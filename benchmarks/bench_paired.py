@@ -67,6 +67,12 @@ def _worker(repo: str, data: str, tables: list[str], eps: list[float], seeds: in
     print(json.dumps(out))
 
 
+def tables_in(data: str | Path) -> list[str]:
+    """The tables of a folder: every ``NAME`` with ``NAME.csv`` and ``NAME_schema.json`` there, sorted."""
+    return sorted(p.name[: -len("_schema.json")] for p in Path(data).glob("*_schema.json")
+                  if (p.parent / (p.name[: -len("_schema.json")] + ".csv")).is_file())
+
+
 def _schema_path(data: str, table: str) -> Path:
     return HERE / "titanic_schema.json" if table == "titanic" else Path(data) / f"{table}_schema.json"
 
@@ -99,9 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.against:
         ap.error("--against REV is required")
-    tables = (sorted(p.name[: -len("_schema.json")] for p in Path(args.data).glob("*_schema.json")
-                     if (p.parent / (p.name[: -len("_schema.json")] + ".csv")).is_file())
-              if args.all else args.table)
+    tables = tables_in(args.data) if args.all else args.table
     for t in tables:
         if not (Path(args.data) / f"{t}.csv").is_file() or not _schema_path(args.data, t).is_file():
             ap.error(f"no {t}.csv with its schema in {args.data}")

@@ -1370,31 +1370,8 @@ def _frontier(tree: ColumnTree, threshold: float, sd: float) -> tuple[np.ndarray
     """
     g = tree.grid
     h = len(tree.nodes)
-    b = g.branching
     y = [c.astype(np.float64) for c in tree.counts]
-    # the children of an expanded node are all visited, in order: their parent's position
-    pos = [np.searchsorted(tree.nodes[lv], tree.nodes[lv + 1] // b) for lv in range(h - 1)]
-    expanded = [np.bincount(pos[lv], minlength=len(y[lv])) > 0 for lv in range(h - 1)] + [np.zeros(len(y[-1]), bool)]
-    # bottom-up: z = best estimate from the subtree, v its variance (unit: one node's noise variance)
-    z: list[np.ndarray] = [np.empty(0)] * h
-    v: list[np.ndarray] = [np.empty(0)] * h
-    z[h - 1], v[h - 1] = y[h - 1].copy(), np.ones(len(y[h - 1]))
-    for lv in range(h - 2, -1, -1):
-        sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
-        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
-        e = expanded[lv]
-        zz, vv = y[lv].copy(), np.ones(len(y[lv]))
-        w = 1.0 / np.where(e, sv, 1.0)
-        zz[e] = ((y[lv] + sz * w) / (1.0 + w))[e]
-        vv[e] = (1.0 / (1.0 + w))[e]
-        z[lv], v[lv] = zz, vv
-    # top-down: distribute each expanded node's residual over its children in proportion to their variances
-    x = [z[0].copy()] + [np.empty(0)] * (h - 1)
-    for lv in range(h - 1):
-        sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
-        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
-        p = pos[lv]
-        x[lv + 1] = z[lv + 1] + v[lv + 1] / np.maximum(sv[p], 1e-300) * (x[lv] - sz)[p]
+    pos, expanded, x = _consistent(tree, y)
     # children at the noise level are shrunk towards their parent's line when the release is not all noise
     lines = float(np.sum(y[0])) >= PARENT_LINE_MIN_SNR * sd
     # top-down non-negative split; a virtual root holds the level-1 nodes. The intervals emitted
@@ -1450,41 +1427,47 @@ def _frontier(tree: ColumnTree, threshold: float, sd: float) -> tuple[np.ndarray
     return starts[order], mass[order]
 
 
-def _consistent_frontier(tree: ColumnTree, counts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The intervals of :func:`_frontier`'s partition (first leaves, sorted; numbers of leaves) and their
-    least-squares consistent counts from ``counts`` (per level, the visited nodes' counts): the two passes
-    of :func:`_frontier` alone, linear in ``counts`` and unbiased."""
-    g = tree.grid
+def _consistent(tree: ColumnTree, y: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Least-squares consistency over the visited tree (Hay et al. 2010, two passes) of the counts ``y`` (per
+    level, the visited nodes'): each level's parent positions, which nodes were expanded, and the consistent
+    counts. Linear in ``y`` and unbiased."""
     h = len(tree.nodes)
-    b = g.branching
-    y = [np.asarray(c, dtype=np.float64) for c in counts]
+    b = tree.grid.branching
+    # the children of an expanded node are all visited, in order: their parent's position
     pos = [np.searchsorted(tree.nodes[lv], tree.nodes[lv + 1] // b) for lv in range(h - 1)]
     expanded = [np.bincount(pos[lv], minlength=len(y[lv])) > 0 for lv in range(h - 1)] + [np.zeros(len(y[-1]), bool)]
+    # bottom-up: z = best estimate from the subtree, v its variance (unit: one node's noise variance)
     z: list[np.ndarray] = [np.empty(0)] * h
     v: list[np.ndarray] = [np.empty(0)] * h
-    z[h - 1], v[h - 1] = y[h - 1], np.ones(len(y[h - 1]))
+    z[h - 1], v[h - 1] = np.array(y[h - 1], dtype=np.float64), np.ones(len(y[h - 1]))
     for lv in range(h - 2, -1, -1):
-        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
-        w = 1.0 / np.where(expanded[lv], sv, 1.0)
         sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
-        z[lv] = np.where(expanded[lv], (y[lv] + sz * w) / (1.0 + w), y[lv])
-        v[lv] = np.where(expanded[lv], 1.0 / (1.0 + w), 1.0)
-    x = z[0]
-    starts, sizes, values = [], [], []
-    for lv in range(h):
-        width = g.node_width(lv + 1)
-        done = ~expanded[lv]
-        starts.append(tree.nodes[lv][done] * width)
-        sizes.append(_node_sizes(tree.nodes[lv][done], width, g.leaves))
-        values.append(x[done])
-        if lv < h - 1:
-            p = pos[lv]
-            sz = np.bincount(p, weights=z[lv + 1], minlength=len(y[lv]))
-            sv = np.bincount(p, weights=v[lv + 1], minlength=len(y[lv]))
-            x = z[lv + 1] + v[lv + 1] / np.maximum(sv[p], 1e-300) * (x - sz)[p]
-    st = np.concatenate(starts)
-    order = np.argsort(st, kind="stable")
-    return st[order], np.concatenate(sizes)[order], np.concatenate(values)[order]
+        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
+        e = expanded[lv]
+        zz, vv = np.array(y[lv], dtype=np.float64), np.ones(len(y[lv]))
+        w = 1.0 / np.where(e, sv, 1.0)
+        zz[e] = ((y[lv] + sz * w) / (1.0 + w))[e]
+        vv[e] = (1.0 / (1.0 + w))[e]
+        z[lv], v[lv] = zz, vv
+    # top-down: distribute each expanded node's residual over its children in proportion to their variances
+    x = [z[0].copy()] + [np.empty(0)] * (h - 1)
+    for lv in range(h - 1):
+        sz = np.bincount(pos[lv], weights=z[lv + 1], minlength=len(y[lv]))
+        sv = np.bincount(pos[lv], weights=v[lv + 1], minlength=len(y[lv]))
+        p = pos[lv]
+        x[lv + 1] = z[lv + 1] + v[lv + 1] / np.maximum(sv[p], 1e-300) * (x[lv] - sz)[p]
+    return pos, expanded, x
+
+
+def _consistent_frontier(tree: ColumnTree, counts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The intervals of :func:`_frontier`'s partition (first leaves, sorted; numbers of leaves) and their
+    consistent counts (:func:`_consistent`, no smoothing, no clamping) from ``counts``."""
+    _, expanded, x = _consistent(tree, counts)
+    starts = np.concatenate([tree.nodes[lv][~expanded[lv]] * tree.grid.node_width(lv + 1) for lv in range(len(x))])
+    values = np.concatenate([x[lv][~expanded[lv]] for lv in range(len(x))])
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    return starts, np.diff(np.append(starts, tree.grid.leaves)), values[order]
 
 
 def _smooth(x: np.ndarray, nodes: np.ndarray, size: np.ndarray, sd: float) -> np.ndarray:

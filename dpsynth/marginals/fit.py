@@ -404,14 +404,14 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     def one_cost() -> float:
         return sum(ms[0].cost * d if shared else sum(m.cost for m in ms) for ms, shared in installments)
 
-    # the observations from elsewhere, beside the released tables wherever all of those are read
-    seen = [(m, y) for m, y, _ in observed]
-    seen_noise = [_Observed(v) for _, _, v in observed]
+    def tables() -> tuple[list[tuple[tuple[int, ...], np.ndarray]], list[Any]]:
+        """Every released table so far and its noise, with the one-way observations from elsewhere."""
+        return measurements + [(m, y) for m, y, _ in observed], mechs + [_Observed(v) for _, _, v in observed]
 
     def one_way_estimates() -> tuple[float, list[np.ndarray]]:
         """Noisy total and one-way proportions from the one-way measurements (the only ones so far)."""
-        tot = max(noisy_total(measurements + seen, mechs + seen_noise), 1.0)
-        return tot, _one_way_targets(sizes, measurements + seen, mechs + seen_noise, tot)
+        tot = max(noisy_total(*tables()), 1.0)
+        return tot, _one_way_targets(sizes, *tables(), tot)
 
     measure_one_ways(budget_one)
     total, one_way = one_way_estimates()
@@ -438,7 +438,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     # With a second installment (noisy pairs) the one-ways are observations of the fit, as in
     # Private-PGM; with clean pairs fitting them cost a little (budget.ONE_WAY_MORE_SNR).
     if cap.one_ways_in_fit:
-        for (m, y), mech in zip(measurements + seen, mechs + seen_noise, strict=True):
+        for (m, y), mech in zip(*tables(), strict=True):
             model.obs.append((m, y.astype(np.float64), mech.variance))
     counts_cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -528,7 +528,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
 
     # ---- reconstruction (post-processing) ----------------------------------------------------
     report(0.9, "Estimating the model")
-    model.total = max(noisy_total(measurements + seen, mechs + seen_noise), 1.0)
+    model.total = max(noisy_total(*tables()), 1.0)
     final_iters = (round(ESTIMATION_ITERS * PROPORTIONAL_ITERS_FACTOR) if cap.proportional
                    else ESTIMATION_ITERS * cap.iters_factor)
     model.fit(final_iters, PRECONDITION if cap.proportional else 0.0,
@@ -538,7 +538,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         # pairs measured since carry a little more of it. (With small pairs the one-ways measured after
         # the rounds are observations the fit, started from the earlier ones and stopped early, has not
         # reached: without the raking the ANES extract's mean KS rose 0.020 rather than 0.006.)
-        model.rake(_one_way_targets(sizes, measurements + seen, mechs + seen_noise, model.total), RAKE_ITERS)
+        model.rake(_one_way_targets(sizes, *tables(), model.total), RAKE_ITERS)
     steps = model.steps()
 
     # ---- pair factors: pairs no clique holds (selection and measurement, then post-processing) --
