@@ -73,7 +73,9 @@ def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: floa
     """
     if k < 1 or not 0 < delta_prime < 1:
         raise InputError("Advanced composition needs k ≥ 1 and 0 < δ′ < 1.")
-    eps_adv = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * math.expm1(epsilon)
+    # above ε = 1 the k ε (e^ε − 1) term alone exceeds basic composition's k ε (and e^ε overflows past 709)
+    eps_adv = (math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * math.expm1(epsilon)
+               if epsilon < 1 else math.inf)
     if eps_adv < k * epsilon:
         return PrivacyBudget(eps_adv, min(1.0, k * delta + delta_prime))
     return PrivacyBudget(k * epsilon, min(1.0, k * delta))

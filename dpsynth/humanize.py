@@ -113,6 +113,13 @@ def factor(x: float) -> str:
     return number(x, 2 if x >= 10 else 3)
 
 
+def likelihood_factor(epsilon: float) -> str:
+    """``e^ε`` as a factor (:func:`factor`), also where e^ε overflows a float (ε > 709): ``about 10³⁰⁰``."""
+    if epsilon < 700:
+        return factor(math.exp(epsilon))
+    return "about " + power_of_ten(int(epsilon / math.log(10)))
+
+
 def percent(p: float, decimals: int = 1) -> str:
     """A share as a percentage: ``0.917`` → ``91.7%``; tiny non-zero shares say so."""
     if p is None or (isinstance(p, float) and math.isnan(p)):

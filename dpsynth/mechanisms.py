@@ -304,7 +304,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
 
     def prof(s: float) -> float:
         a, b = d / (2 * s), eps * s / d
-        return float(special.ndtr(a - b) - math.exp(eps) * special.ndtr(-a - b))
+        # e^ε Φ(−a−b) in logs: e^ε alone overflows a float above ε ≈ 709, the product never exceeds 1
+        return float(special.ndtr(a - b) - math.exp(min(eps + float(special.log_ndtr(-a - b)), 0.0)))
 
     lo, hi = 1e-8 * d, d
     while prof(hi) > dlt:

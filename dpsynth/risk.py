@@ -7,7 +7,6 @@ is for the curator's eyes only.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import pandas as pd
 
 from dpsynth.binning import encode
 from dpsynth.errors import InputError
-from dpsynth.humanize import factor, number, percent
+from dpsynth.humanize import likelihood_factor, number, percent
 from dpsynth.schema import Schema
 
 
@@ -85,7 +84,7 @@ def risk_sentences(report: dict[str, Any], epsilon: float) -> tuple[list[str], s
     """Plain bullets explaining :func:`uniqueness_report` at the release's ε, and a closing judgement with its
     tone ('info' or 'warning'). The reassurance depends on ε: at ε = 10 a person's presence may make an output
     e^10 ≈ 22,000 times more likely, so a synthetic row matching a unique real person is not explained away."""
-    times = factor(math.exp(epsilon))
+    times = likelihood_factor(epsilon)
     match = report["synthetic_matching_real_unique"]
     bullets = [
         f"**{percent(report['real_unique_raw'])}** of real records are unique on their exact values,"

@@ -29,7 +29,7 @@ import pandas as pd
 from dpsynth.accounting import Ledger, PrivacyBudget, default_ledger_path
 from dpsynth.drafting import draft_schema
 from dpsynth.errors import DPSynthError, InputError
-from dpsynth.humanize import budget, factor, number
+from dpsynth.humanize import budget, likelihood_factor, number
 from dpsynth.identity import table_identity
 from dpsynth.mechanisms import check_epsilon
 from dpsynth.release import DEFAULT_TOTAL_BUDGET, Release
@@ -637,7 +637,7 @@ def epsilon_problem(epsilon: float) -> str | None:
 
 def epsilon_guidance(epsilon: float) -> str:
     """One sentence on what a value of ε means for a person in the data."""
-    times = math.exp(epsilon)
+    times = likelihood_factor(epsilon)
     if epsilon <= 0.5:
         level = "Strong protection: results are close to what they would be without any one person."
     elif epsilon <= 2:
@@ -646,7 +646,7 @@ def epsilon_guidance(epsilon: float) -> str:
         level = "Weaker protection; used by some large deployments, usually with a limited time window."
     else:
         level = "Weak protection per release: only with strong reasons and few releases."
-    return (f"{level} Anything the release says about one person is at most {factor(times)} times more (or less)"
+    return (f"{level} Anything the release says about one person is at most {times} times more (or less)"
             " likely with that person in the data than without them.")
 
 

@@ -106,6 +106,7 @@ import pandas as pd
 
 from dpsynth import noise
 from dpsynth.errors import InputError
+from dpsynth.marginals.budget import MIN_NOISE_VARIANCE
 from dpsynth.mechanisms import check_epsilon, discrete_laplace_std, exact_epsilon
 from dpsynth.neighbours import (
     Neighbours,
@@ -862,7 +863,7 @@ class ValueModel:
         sim = np.random.default_rng(0)
         noise_only = np.array([per_bin([sim.standard_normal(len(c)) for c in tree.counts])
                                for _ in range(BIN_VARIANCE_DRAWS)])
-        return counts, sd * sd * max(float(np.mean(noise_only**2)), 1e-12)
+        return counts, max(sd * sd * float(np.mean(noise_only**2)), MIN_NOISE_VARIANCE)
 
     # ---- release card and serialisation
 

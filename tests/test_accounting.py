@@ -37,6 +37,8 @@ def test_advanced_composition_formula():
     assert b.delta == pytest.approx(1e-6)
     # for few, large ε basic composition is better and is returned
     assert advanced_composition(1.0, 0.0, 2, 1e-6).epsilon == 2.0
+    # e^ε overflows a float past ε ≈ 709; basic composition is the answer there
+    assert advanced_composition(1000.0, 1e-9, 3, 1e-6).epsilon == 3000.0
 
 
 def test_ledger_enforces_budget_and_persists(tmp_path):

@@ -108,6 +108,7 @@ def test_spend_delta_only_for_gaussian() -> None:
 
 def test_epsilon_guidance_states_the_factor() -> None:
     assert "2.72" in epsilon_guidance(1.0) and "Strong" in epsilon_guidance(0.1) and "Weak" in epsilon_guidance(12)
+    assert "about 10⁴³⁴ times" in epsilon_guidance(1000.0)  # e^1000 is past the float range
 
 
 # ---------------------------------------------------------------- private estimates

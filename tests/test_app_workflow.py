@@ -193,6 +193,8 @@ def test_risk_sentences_at_small_and_large_epsilon() -> None:
     bullets, high, tone = risk_sentences(rep, 10.0)
     assert tone == "warning" and "22,000 times" in high and "reveal little" not in high
     assert "7.5%" in bullets[-1]
+    _, huge, tone = risk_sentences(rep, 1000.0)  # e^1000 overflows a float; a release at that ε is possible
+    assert tone == "warning" and "about 10⁴³⁴ times" in huge
 
 
 def test_pages_use_plain_words(ledger_path: Path) -> None:

@@ -57,3 +57,10 @@ def test_blank_missing_shows_an_empty_cell() -> None:
     assert shown["job"].tolist() == ["Sales", "", "Tech"]
     assert shown["age"].tolist() == [34.0, "", 51.0]
     assert df["job"].isna().sum() == 1  # the frame itself is untouched
+
+
+def test_likelihood_factor_past_the_float_range() -> None:
+    """e^ε is a float up to ε ≈ 709; past it the factor is still said, as a power of ten."""
+    assert h.likelihood_factor(1.0) == h.factor(math.e)
+    assert h.likelihood_factor(1000.0) == "about 10⁴³⁴"
+    assert h.likelihood_factor(1e300).startswith("about 10")

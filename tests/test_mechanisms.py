@@ -136,3 +136,12 @@ def test_randomized_response_is_unbiased_after_correction():
     p = math.e / (1 + math.e)
     assert noisy.mean() == pytest.approx(0.3 * p + 0.7 * (1 - p), abs=0.01)
     assert randomized_response_estimate(noisy, 1.0) == pytest.approx(0.3, abs=0.015)
+
+
+@pytest.mark.parametrize("neighbours", ["add-remove", "replace-one"])
+def test_gaussian_calibration_at_a_very_large_epsilon(neighbours):
+    """e^ε overflows past ε ≈ 709: the profile is computed in logs, and σ keeps falling with ε."""
+    sig = [analytic_gaussian_sigma(e, 1e-9, 1.0) for e in (100.0, 1000.0, 1e6)]
+    assert all(math.isfinite(s) and s > 0 for s in sig) and sig[0] > sig[1] > sig[2]
+    assert DiscreteGaussian.calibrate(1000.0, 1e-9, neighbours).sigma2 < DiscreteGaussian.calibrate(10.0, 1e-9,
+                                                                                                   neighbours).sigma2

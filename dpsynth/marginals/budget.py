@@ -41,6 +41,12 @@ SELECT_SHARE = 0.10
 # fixed set of tables; 0 = equal split; 1/3 did best on Adult).
 ALLOC_POWER = 1.0 / 3.0
 
+#: The least noise variance the fit assumes of a count. At a very large ε the discrete Laplace's variance
+#: 2p/(1 − p)² underflows to 0 (p = e^(−1/scale)), and the fit weighs a table by 1/variance; a count's
+#: error below 0.001 is nothing against its integer unit.
+MIN_NOISE_VARIANCE = 1e-6
+_MIN_NOISE_SD = math.sqrt(MIN_NOISE_VARIANCE)
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -65,19 +71,20 @@ class Measurement:
 
     @property
     def mean_abs(self) -> float:
-        """E|Z| of one draw (Gaussian: √(2/π)σ, a close upper bound for the discrete one)."""
+        """E|Z| of one draw (Gaussian: √(2/π)σ, a close upper bound for the discrete one), at least the
+        standard deviation :data:`MIN_NOISE_VARIANCE` stands for."""
         if self.pure:
             p = math.exp(-1.0 / float(self.param))
-            return 2.0 * p / (1.0 - p * p)
-        return math.sqrt(2.0 / math.pi * float(self.param))
+            return max(2.0 * p / (1.0 - p * p), _MIN_NOISE_SD)
+        return max(math.sqrt(2.0 / math.pi * float(self.param)), _MIN_NOISE_SD)
 
     @property
     def variance(self) -> float:
-        """Variance of one draw (Gaussian: ≤ σ², CKS20 Prop. 19)."""
+        """Variance of one draw (Gaussian: ≤ σ², CKS20 Prop. 19), at least :data:`MIN_NOISE_VARIANCE`."""
         if self.pure:
             p = math.exp(-1.0 / float(self.param))
-            return 2.0 * p / (1.0 - p) ** 2
-        return float(self.param)
+            return max(2.0 * p / (1.0 - p) ** 2, MIN_NOISE_VARIANCE)
+        return max(float(self.param), MIN_NOISE_VARIANCE)
 
     def __call__(self, counts: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
         """Noisy counts: the mechanism's exact integer noise on every cell, empty ones included."""
