@@ -6,6 +6,9 @@ The floor is the yardstick's TVD between the real rows and a bootstrap resample 
 ``--data`` is a table (``tables/fetch_rdatasets.py`` writes 52).
 
     python benchmarks/bench_floor_ratio.py --data /tmp/rdatasets --eps 10 --seeds 2
+    python benchmarks/bench_floor_ratio.py --data /tmp/rdatasets --tables Wages,ability --set 'dpsynth.marginals.fit.ROUNDS_PER_COLUMN=4'
+
+``--set`` overrides module constants before releasing, as ``peers/aim_suite.py`` does.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
-def _ratio(job: tuple[str, str, float, int, int]) -> tuple[str, np.ndarray]:
-    data, table, eps, seeds, resamples = job
+def _ratio(job: tuple[str, str, float, int, int, str]) -> tuple[str, np.ndarray]:
+    data, table, eps, seeds, resamples, settings = job
     from bench_marginals import Workload
+    from peers.aim_suite import apply_settings
+
+    apply_settings(settings)
 
     from dpsynth.binning import encode
     from dpsynth.release import release
@@ -50,12 +56,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--resamples", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tables", default="", help="comma-separated table names (default: every table in --data)")
+    ap.add_argument("--set", default="", help="module constants to override: 'pkg.mod.NAME=value;...'")
     args = ap.parse_args(argv)
     from bench_paired import tables_in
+    from peers.aim_suite import apply_settings
 
-    tables = tables_in(args.data)
+    apply_settings(args.set)  # fail early on a misspelt name
+    tables = args.tables.split(",") if args.tables else tables_in(args.data)
     with ProcessPoolExecutor(args.workers) as pool:
-        done = list(pool.map(_ratio, [(args.data, t, args.eps, args.seeds, args.resamples) for t in tables]))
+        done = list(pool.map(_ratio, [(args.data, t, args.eps, args.seeds, args.resamples, args.set)
+                                      for t in tables]))
     for t, r in done:
         print(f"{t:>22}  {r[0]:.2f} / {r[1]:.2f}{'' if r.max() <= 1.3 else '   over 1.3'}")
     r = np.array([x for _, x in done])

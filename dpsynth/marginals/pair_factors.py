@@ -153,10 +153,49 @@ def conditional_logits(steps: Sequence, sizes: Sequence[int], factors: Sequence[
     return out
 
 
+#: Widest rows that :func:`_row_max` and :func:`_row_sum` reduce column by column; numpy's own reduction
+#: along a short last axis runs per row and took 2–3 ms on 65,536 rows of 2–16 values, the column-wise
+#: form 0.05–0.9 ms (more columns: numpy's is faster).
+ROW_LOOP_MAX = 16
+
+
+def _row_max(x: np.ndarray) -> np.ndarray:
+    """``x.max(axis=1)`` of a tall 2-D array (exactly: a maximum does not depend on the order)."""
+    if x.shape[1] > ROW_LOOP_MAX or x.shape[1] < 2:
+        return x.max(axis=1)
+    out = np.maximum(x[:, 0], x[:, 1])
+    for j in range(2, x.shape[1]):
+        np.maximum(out, x[:, j], out=out)
+    return out
+
+
+def _row_sum(x: np.ndarray) -> np.ndarray:
+    """``x.sum(axis=1)`` of a tall 2-D array, adding in the order numpy's pairwise summation adds a short
+    row (one after another below 8 values, else into 8 running sums combined pairwise), so the sums are
+    the same to the last bit as numpy 2's on this machine; a different order would only round differently."""
+    k = x.shape[1]
+    if k > ROW_LOOP_MAX or k < 2:
+        return x.sum(axis=1)
+    if k < 8:
+        out = x[:, 0] + x[:, 1]
+        for j in range(2, k):
+            out += x[:, j]
+        return out
+    r = x[:, :8].copy()
+    i = 8
+    while i < k - k % 8:
+        r += x[:, i:i + 8]
+        i += 8
+    out = ((r[:, 0] + r[:, 1]) + (r[:, 2] + r[:, 3])) + ((r[:, 4] + r[:, 5]) + (r[:, 6] + r[:, 7]))
+    for j in range(i, k):
+        out += x[:, j]
+    return out
+
+
 def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
+    z = logits - _row_max(logits)[:, None]
     np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
+    z /= _row_sum(z)[:, None]
     return z
 
 
@@ -172,7 +211,7 @@ def coupled_law(current: np.ndarray, q_logits: np.ndarray, p_logits: np.ndarray,
     keep = np.where(qv > 0, np.minimum(1.0, pv / np.where(qv > 0, qv, 1.0)), 1.0)
     np.subtract(p, q, out=p)
     np.maximum(p, 0.0, out=p)
-    tot = p.sum(axis=1)
+    tot = _row_sum(p)
     keep = np.where(tot > 0, keep, 1.0)
     p *= ((1.0 - keep) / np.where(tot > 0, tot, 1.0))[:, None]
     p[idx, current] += keep
