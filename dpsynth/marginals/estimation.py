@@ -14,6 +14,7 @@ Nothing here reads the data: every input is a released noisy table or a public s
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,33 +54,44 @@ def sum_to(table: np.ndarray, keep: Sequence[int]) -> np.ndarray:
     numpy's reductions over scattered or short contiguous axes are slow (strided loops, transposed
     copies). Consecutive axes are merged into runs, and each run of dropped axes, from the last to
     the first, is summed as a product with a vector of ones (a BLAS matrix–vector product, or a
-    stack of them for an inner run): no copy, several times faster.
+    stack of them for an inner run): no copy, several times faster. The runs of each (shape, keep)
+    are worked out once (:func:`_sum_plan`): a fit sums the same few shapes tens of thousands of times.
     """
     if len(keep) == table.ndim:
         return table
-    kset = set(keep)
-    runs: list[list] = []  # [kept?, merged size]
-    for i, size in enumerate(table.shape):
-        if runs and runs[-1][0] == (i in kset):
-            runs[-1][1] *= size
-        else:
-            runs.append([i in kset, size])
     t = table
-    for r in range(len(runs) - 1, -1, -1):
-        kept, m = runs[r]
-        if kept:
-            continue
-        before = math.prod(s for _, s in runs[:r])
-        after = math.prod(s for _, s in runs[r + 1:])
-        ones = np.ones(m, dtype=table.dtype)
+    for before, m, after, ones in _sum_plan(table.shape, tuple(keep), table.dtype.str):
         if after == 1:
             t = t.reshape(before, m) @ ones
         elif before == 1:
             t = ones @ t.reshape(m, after)
         else:
             t = np.matmul(ones, t.reshape(before, m, after))
-        runs.pop(r)
     return np.asarray(t).reshape([table.shape[i] for i in keep])
+
+
+@functools.lru_cache(maxsize=4096)
+def _sum_plan(shape: tuple[int, ...], keep: tuple[int, ...], dtype: str) -> tuple[tuple[int, int, int, np.ndarray], ...]:
+    """:func:`sum_to`'s products, last run first: (size before, size summed, size after, ones)."""
+    kset = set(keep)
+    runs: list[list] = []  # [kept?, merged size]
+    for i, size in enumerate(shape):
+        if runs and runs[-1][0] == (i in kset):
+            runs[-1][1] *= size
+        else:
+            runs.append([i in kset, size])
+    plan = []
+    for r in range(len(runs) - 1, -1, -1):
+        kept, m = runs[r]
+        if kept:
+            continue
+        before = math.prod(s for _, s in runs[:r])
+        after = math.prod(s for _, s in runs[r + 1:])
+        ones = np.ones(m, dtype=np.dtype(dtype))
+        ones.flags.writeable = False
+        plan.append((before, m, after, ones))
+        runs.pop(r)
+    return tuple(plan)
 
 
 @dataclass(frozen=True)
