@@ -267,3 +267,57 @@ def test_row_reductions_equal_numpys(dtype) -> None:
         assert np.array_equal(_row_max(x), x.max(axis=1))
         bound = 2 * k * np.finfo(dtype).eps * np.abs(x).sum(axis=1)  # any summation order's rounding
         assert np.all(np.abs(_row_sum(x) - x.sum(axis=1)) <= bound), k
+
+
+def test_a_factor_is_kept_only_if_it_helps_its_pair_more_than_it_moves_a_kept_table() -> None:
+    from dpsynth.marginals.fit import _factor_helps
+
+    rng = np.random.default_rng(0)
+    n, k = 4000, 3
+    other = rng.integers(0, 2, n)  # a kept table's other column
+    given = rng.integers(0, 2, n)  # the factor's pair's other column
+    old = rng.integers(0, k, n)
+    kept_before = np.bincount(other * k + old, minlength=2 * k).reshape(2, k)
+    target = np.bincount(given * k + old, minlength=2 * k).reshape(2, k).astype(float)
+    target += [[100.0, -100.0, 0.0], [-100.0, 100.0, 0.0]]  # more 0s where given = 0, more 1s where given = 1
+    cfgs, targets = [other, given], [kept_before, target]
+    assert not _factor_helps(old, old.copy(), k, cfgs, targets)  # nothing moved: no gain
+    # 1 → 0 where given = 0 and as many 0 → 1 where given = 1, each within one value of ``other``: the
+    # kept table stays as it was
+    better = old.copy()
+    for o in (0, 1):
+        a = np.flatnonzero((other == o) & (given == 0) & (old == 1))[:40]
+        b = np.flatnonzero((other == o) & (given == 1) & (old == 0))[:40]
+        better[a], better[b] = 0, 1
+    assert _factor_helps(old, better, k, cfgs, targets)
+    # the same moves, and within each value of ``given`` 100 rows 2 → 0 where other = 1 and 100 rows 0 → 2
+    # where other = 0: the pair's table as before, the kept table moved by 800
+    broken = better.copy()
+    for g in (0, 1):
+        broken[np.flatnonzero((given == g) & (other == 1) & (better == 2))[:100]] = 0
+        broken[np.flatnonzero((given == g) & (other == 0) & (better == 0))[:100]] = 2
+    assert not _factor_helps(old, broken, k, cfgs, targets)
+    # moves that take the pair away from its target: refused
+    assert not _factor_helps(better, old, k, cfgs, [np.bincount(other * k + better, minlength=2 * k).reshape(2, k),
+                                                     target])
+
+
+def test_a_factor_whose_fit_fails_is_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A factor whose weights leave its pair no closer to its target (here: weights at random, as a fit that
+    cannot meet its targets may leave them) is dropped; its measurement stays spent and released."""
+    from dpsynth.marginals import fit as marginals_fit
+
+    def failed_fit(q_logits, cfgs, targets, iters=4, current=None):
+        g = np.random.default_rng(0)
+        return [3.0 * g.standard_normal((len(t), q_logits.shape[1])) for t in targets]
+
+    monkeypatch.setattr(marginals_budget, "CLIQUE_LIMITS", ((0.0, 36, 2),))
+    codes, sizes = _latent(30_000)
+    kept = fit_marginal_model(codes, sizes, epsilon=30.0, delta=1e-9, neighbours="add-remove",
+                              rng=np.random.default_rng(1))
+    monkeypatch.setattr(marginals_fit, "fit_factor", failed_fit)
+    model = fit_marginal_model(codes, sizes, epsilon=30.0, delta=1e-9, neighbours="add-remove",
+                               rng=np.random.default_rng(1))
+    assert kept.factors and not model.factors
+    assert model.params["capacity"]["pair_factor_measurements"] > 0
+    assert sum(s["rho"] for s in model.stages) == pytest.approx(model.params["rho_spent"], rel=1e-12)

@@ -670,6 +670,29 @@ def _kept_tables(model: TreeModel, factors: list[PairFactor], col: int, given: i
     return out
 
 
+def _factor_helps(old: np.ndarray, new: np.ndarray, k: int, cfgs: Sequence[np.ndarray],
+                  targets: Sequence[np.ndarray]) -> bool:
+    """Whether a fitted factor, applied to the working sample (the column's values ``old`` → ``new``),
+    brought its pair (the last of ``cfgs``/``targets``) closer to its target by more than it moved any
+    table it was to keep (the others, whose targets are their tables before): L1 distances on the
+    working sample. Where the targets cannot all be met (a column nearly fixed by others, as a diamond's
+    width by its length and depth), proportional fitting in a few sweeps can leave the pair farther from
+    its target and the kept tables broken: on the diamonds table (10 columns, 53,940 rows) at ε = 10 with
+    5 rounds per column, a factor redrawing the width given the cut took the pair 0.0175 away from its
+    target and moved a kept table by 0.0365, and every pair with the width went from 0.002 to 0.019 TVD.
+    On Adult at ε = 1 and 10 (4 releases, 30 factors) every factor's gain exceeded its largest move
+    (0.0069 against 0.0015 at the closest). Post-processing of the working sample and released targets."""
+    moved = 0.0
+    for cfg, t in zip(cfgs[:-1], targets[:-1], strict=True):
+        now = np.bincount(cfg * k + new, minlength=t.size).reshape(t.shape)
+        moved = max(moved, float(np.abs(now - t).sum()))
+    pair_cfg, target = cfgs[-1], targets[-1]
+    before = np.bincount(pair_cfg * k + old, minlength=target.size).reshape(target.shape)
+    after = np.bincount(pair_cfg * k + new, minlength=target.size).reshape(target.shape)
+    gain = float(np.abs(before - target).sum()) - float(np.abs(after - target).sum())
+    return gain > 0 and gain > moved
+
+
 def _pairs_outside(cliques: Sequence[tuple[int, ...]], d: int) -> list[tuple[int, int]]:
     """The column pairs (u < v) that no clique holds."""
     inside = {(u, v) for cl in cliques for u, v in combinations(sorted(cl), 2)}
@@ -757,7 +780,10 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         targets.append(target_table(noisy / scale, math.sqrt(mech.variance) / scale, current))
         lams = fit_factor(q, cfgs, targets, current=work[:, col])
         f = PairFactor(given, col, lams[-1], tuple(zip(cols_of, lams[:-1], strict=True)))
-        work[:, col] = coupled_values(work[:, col], q, q + f.logits(sizes, work), g.random(n_work))
+        new_col = coupled_values(work[:, col], q, q + f.logits(sizes, work), g.random(n_work))
+        if not _factor_helps(work[:, col], new_col, k, cfgs, targets):
+            continue  # its measurement stays spent and released, as one the model already had
+        work[:, col] = new_col
         factors.append(f)
     return len(measured)
 
