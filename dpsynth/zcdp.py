@@ -27,7 +27,6 @@ the true infimum, up to the bisection tolerance).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable
 from fractions import Fraction
@@ -75,7 +74,6 @@ def delta_from_rho(rho: float, epsilon: float) -> float:
     return min(1.0, math.exp(best)) if best < 700 else 1.0
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function that a release calls with the same values again and again
 def epsilon_from_rho(rho: float, delta: float) -> float:
     """Smallest ε (up to tolerance, rounded up) with ρ-zCDP ⇒ (ε, δ)-DP [CKS20, Corollary 13]."""
     rho = _check_positive("rho", rho, allow_zero=True)
@@ -95,7 +93,6 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     return hi
 
 
-@functools.lru_cache(maxsize=1024)
 def rho_from_epsilon(epsilon: float, delta: float) -> float:
     """Largest ρ (rounded down) such that ρ-zCDP implies (ε, δ)-DP [CKS20, Corollary 13]."""
     eps = _check_positive("epsilon", epsilon)

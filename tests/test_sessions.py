@@ -34,6 +34,8 @@ PUBLIC_ONLY: dict[str, str] = {
     "dpsynth/inference.py:_base_variance": "variance of one noise draw, keyed by the released (public) noise law",
     "dpsynth/inference.py:_pmf_table": "pmf of a sum of k noise draws, keyed by the released noise law and k (from"
                                        " the public schema)",
+    "dpsynth/marginals/estimation.py:_sum_plan": "vectors of ones, keyed by a table's shape (products of the public"
+                                                 " schema's column sizes), the axes kept and the dtype",
 }
 CACHE_DECORATORS = {"cache_data", "cache_resource", "experimental_memo", "experimental_singleton", "lru_cache", "cache"}
 
