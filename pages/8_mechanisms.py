@@ -10,7 +10,7 @@ import streamlit as st
 
 from dpsynth import plots
 from dpsynth.demos import demo_rng, exponential_choice_shares, neighbour_outputs, randomized_response_surveys
-from dpsynth.humanize import factor, number
+from dpsynth.humanize import likelihood_factor, number
 from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace, analytic_gaussian_sigma
 from dpsynth.ui_state import AppState, get_state, show_errors
 
@@ -36,7 +36,7 @@ def laplace_demo(state: AppState) -> None:
                                          integer=True),
                     key="mech_lap_fig")
     st.success(f"**Guarantee**: ε-DP. For every possible answer, the two bars differ by at most a factor of"
-               f" {factor(math.exp(eps))} (e to the power ε); seeing the answer, nobody can tell well whether that one"
+               f" {likelihood_factor(eps)} (e to the power ε); seeing the answer, nobody can tell well whether that one"
                f" person is in. Typical error ±{number(mech.noise_std())}.")
 
 
@@ -96,7 +96,7 @@ def em_demo(state: AppState) -> None:
     st.plotly_chart(plots.choice_figure(table["option"].astype(str).tolist(), scores.tolist(), shares.tolist()),
                     key="mech_em_fig")
     st.success("**Guarantee**: ε-DP. Changing one person changes each score by at most Δu = 1, which changes each"
-               f" option's probability by at most a factor of {factor(math.exp(eps))} (e to the power ε).")
+               f" option's probability by at most a factor of {likelihood_factor(eps)} (e to the power ε).")
 
 
 def main() -> None:
