@@ -420,6 +420,39 @@ def test_values_with_many_digits_that_repeat_keep_them_and_continuous_wide_ones_
     assert back.to_json() == rel.values.to_json()
 
 
+def test_a_bound_with_more_digits_than_the_grid_is_drawn_as_itself() -> None:
+    """A schema drafted from the data has the data's extremes for bounds: here 1/√2 written with 15 significant
+    digits, the value of a third of the rows (the rest are 0). No grid of the value model holds it, so it was
+    drawn as 0.707106781 and no synthetic value equalled a real one there (KS 1/3 whatever ε). The grid point
+    beside a bound within a millionth of it is now written as the bound; a yes/no column's bounds of −0.5 and
+    1.5, half a step off its whole numbers, are left alone."""
+    rng = np.random.default_rng(5)
+    n = 6000
+    top = 0.707106781186547
+    df = pd.DataFrame({"x": np.where(rng.random(n) < 1 / 3, top, 0.0), "flag": rng.integers(0, 2, n).astype(float)})
+    schema = Schema((NumericColumn(name="x", lower=0.0, upper=top, bins=10),
+                     NumericColumn(name="flag", lower=-0.5, upper=1.5, bins=2)))
+    rel = dpsynth.release(df, schema, epsilon=1.0, delta=1e-9, method="marginals", seed=3)
+    x = rel.synthetic["x"].to_numpy(np.float64)
+    assert rel.values.trees["x"].grid.decimals <= 9  # no grid holds the bound itself
+    assert 0.25 < np.mean(x == top) < 0.4 and x.min() >= 0.0 and x.max() == top
+    assert stats.ks_2samp(df["x"], x).statistic < 0.2  # 1/3 when the bound came out as 0.707106781
+    assert set(np.unique(rel.synthetic["flag"])) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize(("bound", "moved"), [(10.6000003814697, True), (10.6, False), (10.55, False), (10.6 + 1e-4, False)])
+def test_only_a_bound_within_a_millionth_of_its_grid_point_replaces_it(bound: float, moved: bool) -> None:
+    from dpsynth.binning import _bounds_as_written
+
+    col = NumericColumn(name="x", lower=0.0, upper=bound, bins=4)
+    k = np.array([0, 50, 105, 106])
+    values = k / 10.0
+    out = _bounds_as_written(values, k, 0, int(np.floor(bound * 10)), lambda u: np.asarray(u) / 10.0, col)
+    last = int(np.floor(bound * 10))
+    expect = np.where(k == last, bound, values) if moved else values
+    np.testing.assert_array_equal(out, expect)
+
+
 def test_only_columns_with_rows_off_their_grid_are_measured_for_exact_grids_and_get_their_budget() -> None:
     """Whole dollars with 30% zeros on [0, 10,000,000] (off every grid of at most 262,144 points: 70% of the
     rows) beside four columns of whole numbers: only the dollars are measured for the exact grids, so
