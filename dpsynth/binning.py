@@ -187,10 +187,10 @@ def _bounds_as_written(v: np.ndarray, k: np.ndarray, first: int, last: int, valu
 
     A schema drafted from the data has the data's extremes for bounds, and a repeated extreme (a top code, a
     value at the limit of a scale) was drawn at the grid point beside it: a column of 0s and 1/√2s came out with
-    a KS distance of 1/3 from its real values however many of them the release placed there. The move is
-    smaller than the grid's resolution allows for (a millionth of the bound), the bounds are public and the
-    grid units are the released draws: post-processing. A bound a whole step or more off the grid (−0.5 for
-    a yes/no column on whole numbers) is left alone."""
+    a KS distance of 1/3 from its real values however many of them the release placed there. A value moves by
+    at most a millionth of the bound's magnitude (or of 1); the bounds are public and the grid units are the
+    released draws: post-processing. A bound further off (−0.5 and 1.5 around a yes/no column on whole numbers,
+    half a step) is left alone; so is a bound on the grid, or any bound of a column whose grid the schema declares."""
     for bound, kb in ((float(col.lower), first), (float(col.upper), last)):
         gap = abs(float(value_of(np.array([kb]))[0]) - bound)
         if 0.0 < gap <= BOUND_DIGITS * max(1.0, abs(bound)):
