@@ -487,6 +487,28 @@ def test_capacity_grows_with_the_budget_and_falls_back_to_one_ways() -> None:
     assert poor.rounds == 0 and poor.one_way_extra == pytest.approx(0.95)
 
 
+def test_many_columns_get_a_share_of_their_pairs_as_rounds_where_noise_no_longer_limits() -> None:
+    """From a typical pair's signal-to-noise of PAIR_ROUNDS_SNR a table of 11 or more columns runs at least
+    PAIR_ROUNDS_SHARE of its pairs as rounds (more than 3 per column); below it, with 10 columns or fewer,
+    and on the wide path it keeps the rounds per column. Public sizes, the budget and the noisy total only."""
+    from dpsynth.marginals.budget import PAIR_ROUNDS_SHARE, PAIR_ROUNDS_SNR, WIDE_COLUMNS, Plan, capacity
+    from dpsynth.neighbours import Neighbours
+
+    rel = Neighbours.parse("add-remove")
+
+    def cap(sizes: tuple[int, ...], eps: float, n: float = 20_000):
+        return capacity(Plan(eps, 1e-9, rel, 1), sizes, n, [np.full(s, 1.0 / s) for s in sizes], 3.0, 0.05)
+
+    twelve = (2,) * 8 + (10,) * 4  # Wages' domain: eight yes/no columns and four of ten bins
+    low, high = cap(twelve, 1.0), cap(twelve, 10.0)
+    assert low.snr < PAIR_ROUNDS_SNR and low.rounds == 33
+    assert high.rounds == round(PAIR_ROUNDS_SHARE * 12 * 11 / 2) == 40 and high.snr >= 10
+    ten = cap((10,) * 10, 30.0)
+    assert ten.snr >= PAIR_ROUNDS_SNR and ten.rounds == 27  # 0.6 × 45 pairs is no more than 3 × 9
+    wide = cap((2,) * (WIDE_COLUMNS + 6), 30.0, 200_000)
+    assert wide.wide and wide.rounds == WIDE_COLUMNS + 5
+
+
 def test_second_one_way_installment_grows_where_a_typical_pair_is_noisy() -> None:
     """Below a typical pair's signal-to-noise of 10 the second one-way installment is
     ONE_WAY_SHARE·√(30 ÷ signal-to-noise) (at most ONE_WAY_MORE_MAX), smaller as the budget grows, and

@@ -104,8 +104,9 @@ largest clique holding its other two columns) and cliques may hold 7 columns and
 and 100,000 below); from 50 (``PROPORTIONAL_SNR``), the final estimation starts
 with proportional-fitting steps, so small cells reach their measurements too; from 100, the
 mirror-descent iterations of each round double and cliques may hold 1,000,000 cells (the fit, not
-the noise, then limits the model) (``CLIQUE_LIMITS``); with proportional steps the final estimation
-runs 4/3 × ``ESTIMATION_ITERS`` iterations, half of them proportional.
+the noise, then limits the model) (``CLIQUE_LIMITS``), and a table of 11 columns or more runs at least
+``PAIR_ROUNDS_SHARE`` (0.6) of its pairs as rounds rather than 3 per column (``PAIR_ROUNDS_SNR``); with
+proportional steps the final estimation runs 4/3 × ``ESTIMATION_ITERS`` iterations, half of them proportional.
 Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy

@@ -269,6 +269,17 @@ SMALL_PAIR_SNR = 3.0
 SMALL_PAIRS_PER_COLUMN = 0.4
 SMALL_PAIRS_ONE_WAY = 0.15
 SMALL_PAIRS_SELECT = 0.1
+# From this signal-to-noise a table of many columns gets at least PAIR_ROUNDS_SHARE of its pairs as rounds
+# (instead of fit.ROUNDS_PER_COLUMN per column, which it exceeds from 11 columns): where noise no longer
+# limits the model, 3 rounds per column leave most of the pairs of a wide table unmeasured, and the
+# model's structure, not its noise, keeps the 3-way TVD above the sampling floor. 52 R tables at ε = 10
+# (benchmarks/bench_floor_ratio.py, 2 seeds; 4 on the tables that changed): Wages (12 columns, 8 yes/no)
+# 1.32 → 1.18 × the floor, DoctorContacts (15) 1.61 → 1.51, VietNamI 0.94 → 0.95, the other 49 unchanged;
+# 3-way within 1.3 × the floor on 46 of 52 tables rather than 45. From 50 instead: mdvis, RetSchool and rwm1984
+# −4 to −20% as well, but Cracker +7%, Catsup +5%, and Adult at ε = 3 twice the time for nothing. The price is
+# time: at ε = 10 DoctorContacts took 25 s instead of 10, Adult 27 s instead of 14 (3-way −0.0004).
+PAIR_ROUNDS_SNR = 100.0
+PAIR_ROUNDS_SHARE = 0.6
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
@@ -440,6 +451,9 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     if snr < MIN_PAIR_SNR:
         few = None if wide or d < 3 else small_pairs(plan, sizes, n, rest0, snr)
         return few or Capacity(rounds=0, triples=False, wide=wide, one_way_extra=rest0, select_share=0.0, snr=snr)
+    more = round(PAIR_ROUNDS_SHARE * d * (d - 1) / 2)
+    if not wide and snr >= PAIR_ROUNDS_SNR and more > rounds:
+        rounds, snr = rounds_and_snr(plan, sizes, n, plan.total * pairs, more)
     cells, cols = clique_limits(snr, wide)
     per_column = [f for t, f in PAIR_FACTOR_TIERS if snr >= t]
     factors = 0 if wide or d < 3 or not per_column else round(per_column[-1] * d)
