@@ -16,7 +16,7 @@ comes from a fast generator seeded by the release's generator (:mod:`dpsynth.syn
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ from dpsynth.errors import InputError
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 
 if TYPE_CHECKING:
-    from dpsynth.value_model import ValueModel
+    from dpsynth.value_model import ColumnGrid, ValueModel
 
 _SHOW = 5
 
@@ -163,7 +163,7 @@ def draw_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator,
         if col.grid_decimals is not None:
             return k, mask
         g = values.trees[col.name].grid
-        return _bounds_as_written(np.clip(g.values(k), col.lower, col.upper), k, g.first, g.last, g.values, col), mask
+        return _bounds_as_written(np.clip(g.values(k), col.lower, col.upper), k, g, col), mask
     if col.grid_decimals is not None:
         lo, hi = col.grid_ranges()
         return gen.integers(lo[b], (hi + 1)[b]), mask
@@ -180,8 +180,8 @@ def draw_numeric(c: np.ndarray, col: NumericColumn, gen: np.random.Generator,
 BOUND_DIGITS = 1e-6
 
 
-def _bounds_as_written(v: np.ndarray, k: np.ndarray, first: int, last: int, value_of: Any, col: NumericColumn) -> np.ndarray:
-    """``v`` (values of grid units ``k`` on an estimated grid of ``first`` … ``last``), with the grid's end points
+def _bounds_as_written(v: np.ndarray, k: np.ndarray, g: ColumnGrid, col: NumericColumn) -> np.ndarray:
+    """``v`` (values of grid units ``k`` on the estimated grid ``g``), with the grid's end points
     written as the bounds themselves when a bound holds more digits than the grid, within :data:`BOUND_DIGITS`
     of its magnitude: 0.707106781186547 on steps of 10^-9, a float artefact such as 10.6000003814697 on tenths.
 
@@ -191,8 +191,8 @@ def _bounds_as_written(v: np.ndarray, k: np.ndarray, first: int, last: int, valu
     at most a millionth of the bound's magnitude (or of 1); the bounds are public and the grid units are the
     released draws: post-processing. A bound further off (−0.5 and 1.5 around a yes/no column on whole numbers,
     half a step) is left alone; so is a bound on the grid, or any bound of a column whose grid the schema declares."""
-    for bound, kb in ((float(col.lower), first), (float(col.upper), last)):
-        gap = abs(float(value_of(np.array([kb]))[0]) - bound)
+    for bound, kb in ((float(col.lower), g.first), (float(col.upper), g.last)):
+        gap = abs(float(g.values(np.array([kb]))[0]) - bound)
         if 0.0 < gap <= BOUND_DIGITS * max(1.0, abs(bound)):
             v = np.where(k == kb, bound, v)
     return v

@@ -447,7 +447,9 @@ def test_only_a_bound_within_a_millionth_of_its_grid_point_replaces_it(bound: fl
     col = NumericColumn(name="x", lower=0.0, upper=bound, bins=4)
     k = np.array([0, 50, 105, 106])
     values = k / 10.0
-    out = _bounds_as_written(values, k, 0, int(np.floor(bound * 10)), lambda u: np.asarray(u) / 10.0, col)
+    grid = ColumnGrid.of(col, decimals=1)
+    assert (grid.first, grid.last) == (0, int(np.floor(bound * 10)))
+    out = _bounds_as_written(values, k, grid, col)
     last = int(np.floor(bound * 10))
     expect = np.where(k == last, bound, values) if moved else values
     np.testing.assert_array_equal(out, expect)
