@@ -344,6 +344,10 @@ class Capacity:
     # (its budget is that × total ÷ d), and the share of the total that the rounds' measurements get.
     one_way_cols: tuple[float, ...] | None = None
     pairs_share: float = 0.0
+    # … and what each column gave of its one-way to pay for the pairs (its share of the total; 0 for a column
+    # no small pair may hold). Kept apart from ``one_way_cols``: when every column may be in a small pair,
+    # they all keep the same share, and what they gave cannot be read off the differences between them.
+    one_way_spare: tuple[float, ...] = ()
 
     @property
     def small_pairs(self) -> bool:
@@ -357,7 +361,7 @@ class Capacity:
 
     def describe(self) -> str:
         if self.small_pairs:
-            kept = sum(1 for x in self.one_way_cols if x < max(self.one_way_cols))
+            kept = sum(1 for x in self.one_way_spare if x > 0)
             return (f"{self.rounds} selection rounds of small pairs only (at most {self.max_cells:,} cells): at a"
                     f" signal-to-noise of {self.snr:.3g} for a typical pair (below {MIN_PAIR_SNR:g}) only a pair of"
                     f" so few cells is worth its noise; they are paid for by the one-ways of the {kept} columns"
@@ -480,7 +484,8 @@ def small_pairs(plan: Plan, sizes: tuple[int, ...], n: float, rest0: float, snr:
     cols = tuple(SMALL_PAIRS_ONE_WAY if c else rest0 for c in cover)
     return Capacity(rounds=rounds, triples=False, wide=False, one_way_extra=sum(cols) / d,
                     select_share=rounds * spare / d * SMALL_PAIRS_SELECT, snr=snr, max_cells=cells, max_cols=2,
-                    one_way_cols=cols, pairs_share=rounds * per_pair)
+                    one_way_cols=cols, pairs_share=rounds * per_pair,
+                    one_way_spare=tuple(spare / d if c else 0.0 for c in cover))
 
 
 def rounds_and_snr(plan: Plan, sizes: tuple[int, ...], n: float, pairs_budget: float, rounds: int) -> tuple[int, float]:

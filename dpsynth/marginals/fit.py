@@ -610,22 +610,19 @@ def _small_pairs_return(cap: Capacity, d: int, total: float, left: float, held: 
     """The one-way budgets (per column, from public values: the plan and the released selections) that
     give back what the small pairs' rounds left: one column's spare share to each column that gave its
     spare and that no measured pair holds, the rest evenly over all that gave. None if nothing is left."""
-    assert cap.one_way_cols is not None
     left *= 1 - 1e-9  # float splits never overspend
-    top = max(cap.one_way_cols)
-    gave = [j for j in range(d) if cap.one_way_cols[j] < top]
+    gave = [j for j in range(d) if cap.one_way_spare[j] > 0]
     if left <= 1e-9 * total or not gave:
         return None
-    unit = total * (top - min(cap.one_way_cols)) / d
     out = [0.0] * d
     for j in gave:
         if j not in held:
-            out[j] = min(unit, left)
+            out[j] = min(total * cap.one_way_spare[j], left)
             left -= out[j]
     for j in gave:
         out[j] += left / len(gave)
     # A sliver (what a column's full share left over) would buy a one-way of no use: it stays unspent.
-    return [x if x >= 0.01 * unit else 0.0 for x in out]
+    return [x if x >= 0.01 * total * cap.one_way_spare[j] else 0.0 for j, x in enumerate(out)]
 
 
 def _installment_text(ms: list[Measurement], shared: bool, plan: Plan) -> str:
