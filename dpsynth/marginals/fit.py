@@ -711,8 +711,11 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
     law of the later-drawn column given the other (:func:`~dpsynth.marginals.pair_factors.target_table`),
     keeping every other table the model holds with that column (:func:`_kept_tables`), and applied
     to it. Which pairs are candidates depends on the cliques and earlier selections only (public).
-    Unspent budget (no pair left) stays unspent; :func:`_fit` gives the tree the rounds of factors
-    that fewer pairs outside the cliques than planned leave over."""
+    A round plans for no more rounds than pairs are left, and the round after whose factor none would be
+    left (known once its pair is chosen) takes what is left of both budgets; :func:`_fit` gives the
+    tree the rounds of factors that fewer pairs outside the cliques than planned leave over. (A round
+    planned for candidates the factors then use up had left 3–10% of the budget unspent on Wages,
+    DoctorContacts and diamonds at ε = 10.)"""
     d = len(sizes)
     outside = _pairs_outside(model.cliques, d)
     drawn_at = {c: i for i, st in enumerate(steps) for c in st.new}
@@ -730,9 +733,11 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         # when a column could be redrawn again (native-country was, seven times, and drifted).
         used = {f.given for f in factors} | {f.col for f in factors}
         cands = [(u, v) for u, v in outside if not (u in used and v in used) and (u, v) not in measured]
-        if not cands:
+        if not cands or meas_budget <= 1e-9 * plan.total:
             break
-        left = rounds - t
+        # No more rounds than pairs left to choose from: a pair the factors have used up is never
+        # measured, so planning for it would leave its budget unspent.
+        left = min(rounds - t, len(cands))
         round_sel = sel_budget / left
         scores = np.empty(len(cands))
         planned: dict[int, Measurement] = {}
@@ -748,10 +753,16 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
             share = est / max(float(est.sum()), 1e-300)
             gap -= float(np.sqrt(2.0 / math.pi * n_work * share * (1.0 - share)).sum()) * scale
             scores[i] = gap - PENALTY_FACTOR * planned[cells].mean_abs * cells
-        sel_budget -= round_sel
         u, v = cands[spend.select(scores, round_sel)]
+        if len(cands) > 1:  # one candidate is no choice: nothing was spent
+            sel_budget -= round_sel
         w = (sizes[u] * sizes[v]) ** _budget.ALLOC_POWER
-        budget = allocate(meas_budget, left, w, weights_so_far)
+        # The pair chosen (released) decides whether any would be left once its factor holds both columns:
+        # if none would, this is the last round and takes the rest, the selections' unspent share too.
+        last = not any(not (a in used | {u, v} and b in used | {u, v}) for a, b in cands if (a, b) != (u, v))
+        if last:
+            meas_budget, sel_budget = meas_budget + sel_budget, 0.0
+        budget = allocate(meas_budget, 1 if last else left, w, weights_so_far)
         weights_so_far.append(w)
         meas_budget -= budget
         y, mech = spend.measure((u, v), real((u, v)), budget)
