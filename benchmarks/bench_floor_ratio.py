@@ -13,7 +13,6 @@ The floor is the yardstick's TVD between the real rows and a bootstrap resample 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -50,20 +49,14 @@ def _ratio(job: tuple[str, str, float, int, int, str]) -> tuple[str, np.ndarray]
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--eps", type=float, default=10.0)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--resamples", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--tables", default="", help="comma-separated table names (default: every table in --data)")
-    ap.add_argument("--set", default="", help="module constants to override: 'pkg.mod.NAME=value;...'")
-    args = ap.parse_args(argv)
-    from bench_paired import tables_in
+    from folder_cli import folder_parser, folder_tables
     from peers.aim_suite import apply_settings
 
+    ap = folder_parser(__doc__, 10.0)
+    ap.add_argument("--resamples", type=int, default=3)
+    args = ap.parse_args(argv)
     apply_settings(args.set)  # fail early on a misspelt name
-    tables = args.tables.split(",") if args.tables else tables_in(args.data)
+    tables = folder_tables(args)
     with ProcessPoolExecutor(args.workers) as pool:
         done = list(pool.map(_ratio, [(args.data, t, args.eps, args.seeds, args.resamples, args.set)
                                       for t in tables]))

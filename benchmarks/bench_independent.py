@@ -21,7 +21,6 @@ benchmark only; releases use a secure generator.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -89,17 +88,11 @@ def _table(job: tuple[str, str, float, int, str]) -> tuple[str, int, int, np.nda
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="folder of NAME.csv with NAME_schema.json")
-    ap.add_argument("--tables", default="", help="comma-separated names (default: every table in --data)")
-    ap.add_argument("--eps", type=float, default=1.0)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--set", default="", help="module constants to override: 'pkg.mod.NAME=value;...'")
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args(argv)
+    from folder_cli import folder_parser, folder_tables
+
+    args = folder_parser(__doc__, 1.0).parse_args(argv)
     data = Path(args.data)
-    names = [t for t in args.tables.split(",") if t] or sorted(
-        p.stem for p in data.glob("*.csv") if p.with_name(f"{p.stem}_schema.json").exists())
+    names = folder_tables(args)
     print(f"ε = {args.eps:g}, δ = 1e-9, {args.seeds} seeds; 1-/2-/3-way TVD, release against independent noisy"
           " one-ways spending the whole budget" + (f"; {args.set}" if args.set else ""))
     worse, ratios = [], []

@@ -20,7 +20,6 @@ benchmark only; releases use a secure generator.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -74,19 +73,14 @@ def _columns(job: tuple[str, int, float, str]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="folder of NAME.csv with NAME_schema.json")
-    ap.add_argument("--tables", default="", help="comma-separated names (default: every table in --data)")
-    ap.add_argument("--eps", type=float, default=1.0)
-    ap.add_argument("--seeds", type=int, default=2)
+    from folder_cli import folder_parser, folder_tables
+
+    ap = folder_parser(__doc__, 1.0)
     ap.add_argument("--target", type=float, default=0.03)
     ap.add_argument("--worst", type=int, default=15, help="columns to list, furthest above their floor first")
-    ap.add_argument("--set", default="", help="module constants to override: 'pkg.mod.NAME=value;...'")
-    ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     data = Path(args.data)
-    names = [t for t in args.tables.split(",") if t] or sorted(
-        p.stem for p in data.glob("*.csv") if p.with_name(f"{p.stem}_schema.json").exists())
+    names = folder_tables(args)
     jobs = [(str(data / f"{t}.csv"), s, args.eps, args.set) for t in names for s in range(args.seeds)]
     with ProcessPoolExecutor(args.workers) as pool:
         rows = [r for rs in pool.map(_columns, jobs) for r in rs]
