@@ -232,7 +232,7 @@ def test_no_factors_where_the_pairs_are_noise() -> None:
 
 
 def test_the_factor_rounds_spend_their_budget_when_the_factors_use_up_the_pairs() -> None:
-    """Each factor holds two columns, and a pair of two held columns is no candidate, so on twelve columns
+    """Each factor holds two columns, and a pair of two held columns is no candidate, so on ten columns
     that all lean on one latent column (ε = 10) the pairs run out before the planned factor rounds do. A
     round plans for no more rounds than pairs are left, and the one after which none would be left takes
     the rest: the release spends its whole budget (before, 94% here; Wages, DoctorContacts and diamonds

@@ -361,10 +361,10 @@ class Capacity:
 
     def describe(self) -> str:
         if self.small_pairs:
-            kept = sum(1 for x in self.one_way_spare if x > 0)
+            gave = sum(1 for x in self.one_way_spare if x > 0)
             return (f"{self.rounds} selection rounds of small pairs only (at most {self.max_cells:,} cells): at a"
                     f" signal-to-noise of {self.snr:.3g} for a typical pair (below {MIN_PAIR_SNR:g}) only a pair of"
-                    f" so few cells is worth its noise; they are paid for by the one-ways of the {kept} columns"
+                    f" so few cells is worth its noise; they are paid for by the one-ways of the {gave} columns"
                     " such a pair may hold, and what the rounds leave goes back to the one-ways of those that"
                     " no measured pair holds")
         if self.rounds == 0 and self.snr == 0 and self.one_way_extra == 0:

@@ -610,6 +610,7 @@ def _small_pairs_return(cap: Capacity, d: int, total: float, left: float, held: 
     """The one-way budgets (per column, from public values: the plan and the released selections) that
     give back what the small pairs' rounds left: one column's spare share to each column that gave its
     spare and that no measured pair holds, the rest evenly over all that gave. None if nothing is left."""
+    assert len(cap.one_way_spare) == d
     left *= 1 - 1e-9  # float splits never overspend
     gave = [j for j in range(d) if cap.one_way_spare[j] > 0]
     if left <= 1e-9 * total or not gave:
@@ -759,7 +760,8 @@ def _pair_factor_rounds(sizes: tuple[int, ...], model: TreeModel, steps: list[St
         w = (sizes[u] * sizes[v]) ** _budget.ALLOC_POWER
         # The pair chosen (released) decides whether any would be left once its factor holds both columns:
         # if none would, this is the last round and takes the rest, the selections' unspent share too.
-        last = not any(not (a in used | {u, v} and b in used | {u, v}) for a, b in cands if (a, b) != (u, v))
+        held = used | {u, v}
+        last = not any(not (a in held and b in held) for a, b in cands if (a, b) != (u, v))
         if last:
             meas_budget, sel_budget = meas_budget + sel_budget, 0.0
         budget = allocate(meas_budget, 1 if last else left, w, weights_so_far)
