@@ -545,11 +545,13 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                    else ESTIMATION_ITERS * cap.iters_factor)
     model.fit(final_iters, PRECONDITION if cap.proportional else 0.0,
               None if cap.proportional or cap.wide else DISCREPANCY)
-    if (cap.one_way_extra > 0 and not cap.one_ways_in_fit) or cap.small_pairs or cap.snr < RAKE_SNR:
-        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it; the
-        # pairs measured since carry a little more of it. (With small pairs the one-ways measured after
-        # the rounds are observations the fit, started from the earlier ones and stopped early, has not
-        # reached: without the raking the ANES extract's mean KS rose 0.020 rather than 0.006.)
+    if (cap.one_way_extra > 0 and not cap.one_ways_in_fit) or cap.snr < RAKE_SNR:
+        # The budget moved to the one-ways buys one-column accuracy only if the model keeps it (the wide
+        # path); the pairs measured since carry a little more of it. Below RAKE_SNR the fit, stopped early on
+        # noisy pairs, keeps one-ways further from the data than the targets. The small pairs (below
+        # MIN_PAIR_SNR, so below RAKE_SNR too) need it most: their one-ways measured after the rounds are
+        # observations the fit, started from the earlier ones, has not reached (without the raking the ANES
+        # extract's mean KS rose 0.020 rather than 0.006).
         model.rake(_one_way_targets(sizes, *tables(), model.total), RAKE_ITERS)
     steps = model.steps()
 
