@@ -159,7 +159,7 @@ class MarginalResult:
             f = frame.copy()
             f.insert(0, "marginal", i + 1)
             frames.append(f)
-        return {"marginals.csv": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()}
+        return {"marginals.csv": _stack(frames) if frames else pd.DataFrame()}
 
     def files(self) -> dict[str, bytes]:
         table = self.tables()["marginals.csv"]
@@ -171,6 +171,29 @@ class MarginalResult:
 
 
 Result = NoisyHistogram | SparseHistogram | MarginalResult
+
+
+def _stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(frames, ignore_index=True)`` for frames of label columns and numeric ones: the columns in
+    order of first appearance, a label column missing from a frame empty (NaN) there. The same table as
+    the concat, whose alignment of categorical columns with different categories took 0.2 s of an Adult
+    release's 77 marginals; here each column is filled once."""
+    names: dict[str, None] = {}
+    for f in frames:
+        names.update(dict.fromkeys(f.columns))
+    starts = np.cumsum([0] + [len(f) for f in frames])
+    data: dict[str, Any] = {}
+    for name in names:
+        parts = [f[name] for f in frames if name in f.columns]
+        if len(parts) == len(frames) and all(pd.api.types.is_numeric_dtype(p.dtype) for p in parts):
+            data[name] = np.concatenate([p.to_numpy() for p in parts])
+            continue
+        col = np.full(int(starts[-1]), np.nan, dtype=object)
+        for f, a, b in zip(frames, starts[:-1], starts[1:], strict=True):
+            if name in f.columns:
+                col[a:b] = f[name].to_numpy(dtype=object)
+        data[name] = col
+    return pd.DataFrame(data)
 
 
 def result_from_files(files: dict[str, bytes], schema: Schema, card: dict[str, Any]) -> Result:

@@ -255,6 +255,7 @@ def test_marginals_method_coverage_and_type_one_error(monkeypatch: pytest.Monkey
     from dpsynth.marginals import fit as marginals_fit
 
     monkeypatch.setattr(marginals_fit, "ESTIMATION_ITERS", 20)
+    monkeypatch.setattr(marginals_fit, "MOMENTUM_ITERS", 20)
     r = trials("marginals", 0.1, 200)
     assert r["mean"] >= 0.91 and r["proportion"] >= 0.91 and r["total"] >= 0.91, r
     assert r["naive_mean"] < 0.8, r

@@ -676,6 +676,44 @@ def test_mirror_descent_stops_once_the_loss_is_down_to_the_discrepancy_per_cell(
     assert loss(full) < loss(stopped)
 
 
+def test_momentum_reaches_a_loss_in_fewer_steps_and_keeps_the_fixed_point() -> None:
+    """A chain A–B–C observed through both pairs and each one-way, with noise that makes them disagree
+    (no model fits them all): with momentum (the final fit's, ``fit.MOMENTUM``) the loss after 40 steps is
+    lower than after 40 plain steps, every accepted step still lowers it (a refused one restarts the
+    momentum), both reach the same least-squares fit, and momentum 0 is the plain steps exactly."""
+    from dpsynth.marginals import fit as fitmod
+    from dpsynth.marginals.estimation import JunctionTree, mirror_descent
+
+    rng = np.random.default_rng(5)
+    joint = np.exp(rng.normal(0, 1.0, size=(6, 5, 7))) + 0.5
+    joint *= 50_000 / joint.sum()
+    total = float(joint.sum())
+    ab, bc = joint.sum(2), joint.sum(0)
+    tree = JunctionTree((6, 5, 7), [(0, 1), (1, 2)], [-1, 0])
+    obs = [(0, (0, 1), ab + rng.normal(0, 5, ab.shape), 25.0), (1, (0, 1), bc + rng.normal(0, 5, bc.shape), 25.0),
+           (0, (0,), ab.sum(1) + rng.normal(0, 3, 6), 9.0), (1, (1,), bc.sum(0) + rng.normal(0, 3, 7), 9.0)]
+    start = [np.zeros((6, 5)), np.zeros((5, 7))]
+
+    def loss(theta: list[np.ndarray]) -> float:
+        mu = tree.marginals(theta, total, np.float64)
+        return float(((mu[0] - obs[0][2]) ** 2).sum() / 25 + ((mu[1] - obs[1][2]) ** 2).sum() / 25
+                     + ((mu[0].sum(1) - obs[2][2]) ** 2).sum() / 9 + ((mu[1].sum(0) - obs[3][2]) ** 2).sum() / 9)
+
+    m = fitmod.MOMENTUM
+    assert 0 < m < 1
+    plain = [loss(mirror_descent(tree, start, obs, total, k, dtype=np.float64)[0]) for k in range(0, 41, 4)]
+    heavy = [loss(mirror_descent(tree, start, obs, total, k, dtype=np.float64, momentum=m)[0]) for k in range(0, 41, 4)]
+    assert all(b <= a for a, b in zip(heavy[:-1], heavy[1:], strict=True))  # accepted steps only lower the loss
+    assert heavy[-1] < plain[-1]
+    best = loss(mirror_descent(tree, start, obs, total, 5000, dtype=np.float64)[0])
+    assert heavy[-1] - best < 0.5 * (plain[-1] - best)  # at least twice as close to the fit
+    heavy_end = loss(mirror_descent(tree, start, obs, total, 5000, dtype=np.float64, momentum=m)[0])
+    assert heavy_end == pytest.approx(best, rel=1e-6)
+    t0, e0 = mirror_descent(tree, start, obs, total, 40, dtype=np.float64)
+    t1, e1 = mirror_descent(tree, start, obs, total, 40, dtype=np.float64, momentum=0.0)
+    assert e0 == e1 and all(np.array_equal(a, b) for a, b in zip(t0, t1, strict=True))
+
+
 def test_proportional_steps_fit_small_cells_sooner_and_keep_the_fixed_point() -> None:
     """A chain A–B–C with counts from 1 to ~10⁴ observed without noise: in the same 60 iterations
     the proportional-fitting steps bring the small cells far closer to their measurements than

@@ -169,6 +169,21 @@ def test_a_releases_files_are_made_once(small_df, small_schema, monkeypatch):
     assert rel.files()["model.json"] == first["model.json"]
 
 
+def test_marginals_csv_is_the_concatenation_of_the_measured_tables(adult, adult_schema):
+    """marginals.csv stacks every measured table (its columns in order of first appearance, a column
+    a table lacks left empty) exactly as ``pd.concat`` would, which it replaced for speed: the same bytes."""
+    from dpsynth.io import to_safe_csv
+
+    rel = dpsynth.release(adult.head(3000), adult_schema, epsilon=1.0, delta=1e-9, seed=3, method="marginals")
+    frames = []
+    for i, frame in enumerate(rel.result.marginal_frames()):
+        f = frame.copy()
+        f.insert(0, "marginal", i + 1)
+        frames.append(f)
+    assert len({tuple(f.columns) for f in frames}) > 3  # tables over different columns
+    assert rel.table_files()["marginals.csv"] == to_safe_csv(pd.concat(frames, ignore_index=True))
+
+
 def test_data_derived_schema_is_flagged(small_df):
     schema = Schema((CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True, provenance="data"),))
     rel = dpsynth.release(small_df, schema, epsilon=1.0, seed=0)

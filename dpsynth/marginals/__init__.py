@@ -41,11 +41,12 @@ all in numpy:
    it: the rounds then spend on a column's one-way where the fitted one-way is still far from the
    data (a nearly constant or nearly independent column), as AIM's do. A round with a single
    candidate spends nothing on selection.
-3. **Estimation** (post-processing): after every round, and for ``ESTIMATION_ITERS`` steps at the
-   end, the junction-tree model is fitted to *all* measurements so far by entropic mirror descent
-   on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM [McKenna et al. 2019],
-   re-implemented for junction trees). The final steps stop early once that loss is down to
-   ``fit.DISCREPANCY`` per measured cell (1 in expectation at the truth): beyond it they fit noise.
+3. **Estimation** (post-processing): after every round, and for ``fit.MOMENTUM_ITERS`` steps at the
+   end (``ESTIMATION_ITERS`` on the wide path), the junction-tree model is fitted to *all* measurements so far
+   by entropic mirror descent on Σ‖M_m(μ) − y_m‖²/Var_m with exact sum-product inference (Private-PGM
+   [McKenna et al. 2019], re-implemented for junction trees). The final steps carry momentum
+   (``fit.MOMENTUM``) and stop early once that loss is down to ``fit.DISCREPANCY`` per measured cell (1 in
+   expectation at the truth): beyond it they fit noise.
    A measured pair or triple whose noisy table is within its noise of the product of its own noisy
    one-way margins (``fit.independent_within_noise``, a pretest at ``fit.INDEPENDENCE_Z``) enters the
    fit as that product: an interaction that is all noise would be copied into the model. The model

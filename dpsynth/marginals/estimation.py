@@ -264,7 +264,8 @@ class TreeModel:
     def _tree(self) -> JunctionTree:
         return JunctionTree(self.sizes, self.cliques, self.parent)
 
-    def fit(self, iters: int, precondition: float = 0.0, discrepancy: float | None = None) -> None:
+    def fit(self, iters: int, precondition: float = 0.0, discrepancy: float | None = None,
+            momentum: float = 0.0) -> None:
         """Mirror descent on all measurements so far (post-processing).
 
         With ``precondition`` κ > 0 the first half of the iterations take the proportional-fitting
@@ -287,7 +288,7 @@ class TreeModel:
             iters -= first
         if iters > 0:
             self.theta, self.eta = mirror_descent(tree, self.theta, obs, self.total, iters, self.eta,
-                                                  discrepancy=discrepancy)
+                                                  discrepancy=discrepancy, momentum=momentum)
         self.mu = tree.marginals(self.theta, self.total)
 
     def rake(self, targets: list[np.ndarray], iters: int) -> None:
@@ -473,7 +474,7 @@ class JunctionTree:
 def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[int, tuple[int, ...], np.ndarray, float]],
                     total: float, iters: int, eta: float | None = None,
                     dtype: type = np.float32, precondition: float = 0.0,
-                    discrepancy: float | None = None) -> tuple[list[np.ndarray], float]:
+                    discrepancy: float | None = None, momentum: float = 0.0) -> tuple[list[np.ndarray], float]:
     """Minimise Σ_m ‖M_m(μ) − y_m‖²/Var_m over junction-tree models with Σμ = total: entropic
     mirror descent with a step that grows on success and halves on failure (McKenna et al. 2019,
     Private-PGM). ``obs`` holds (clique index, clique axes of the measured columns, noisy
@@ -481,6 +482,10 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
 
     With ``discrepancy`` d the iterations stop once the loss is at most d × the number of measured
     cells (its expectation at the truth is that number).
+
+    With ``momentum`` β > 0 each step adds β times the last accepted step (the heavy ball, Polyak 1964), and a
+    refused step restarts it (O'Donoghue & Candès 2015): every accepted step still lowers the loss, the fixed
+    point is the same, and on ill-conditioned fits it gets there in about half the steps.
 
     With ``precondition`` κ > 0 each observation's residual t − y is divided by (t⁺ + κ·σ) instead
     of multiplied by 2/Var: to first order the step of iterative proportional fitting,
@@ -568,17 +573,23 @@ def mirror_descent(tree: JunctionTree, theta: list[np.ndarray], obs: list[tuple[
     # already fits its measurements better than the truth would, and further steps fit their noise.
     floor = -1.0 if discrepancy is None else discrepancy * sum(
         y.size + sum(dy.size for _, _, dy, _ in deps) for _, _, _, y, _, deps in prepared)
+    prev: list[np.ndarray] | None = None  # the potentials before the last accepted step (momentum)
     for _ in range(iters):
         if loss <= floor:
             break
         new_theta = [step(t, g, eta) for t, g in zip(theta, grads, strict=True)]
+        if momentum and prev is not None:
+            new_theta = [np.add(n, np.subtract(t, p, dtype=dtype) * dtype(momentum), dtype=dtype)
+                         for n, t, p in zip(new_theta, theta, prev, strict=True)]
         new_mu = tree.marginals(new_theta, total, dtype)
         new_loss, new_grads = loss_grad(new_mu)
         if new_loss <= loss:
+            prev = theta if momentum else None
             theta, mu, loss, grads = new_theta, new_mu, new_loss, new_grads
             eta *= 1.25
         else:
             eta *= 0.5
+            prev = None  # a rejected step restarts the momentum (O'Donoghue & Candès 2015)
     return theta, eta
 
 
