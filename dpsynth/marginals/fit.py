@@ -108,8 +108,9 @@ DISCREPANCY = 0.8
 MOMENTUM = 0.7
 #: … and its iterations. The loss that 300 plain steps reach on Adult at ε = 1 takes about 150 with momentum,
 #: and the fit's cost is its iterations (one pass of inference each): Adult's final fit at ε = 1 (seeds 2000,
-#: 2005, 2007) took 0.76 / 0.23 / 1.11 s instead of 1.72 / 0.58 / 2.22, the whole release 3.6 s instead of
-#: 4.4 on average over seeds 2000–2007, with the same 2-/3-way TVD (paired, 8 seeds: −0.0000 / −0.0000 at
+#: 2005, 2007) took 0.76 / 0.23 / 1.11 s instead of 1.72 / 0.58 / 2.22, the whole release 3.8 s instead of
+#: 4.5 on average over seeds 2000–2007 (two runs of each version, alternated; the slowest seed 5.4 s instead of
+#: 6.7), with the same 2-/3-way TVD (paired, 8 seeds: −0.0000 / −0.0000 at
 #: ε = 1, −0.0001 / −0.0001 at 0.3). The 14 tables of the AIM yardstick at ε = 1 (12 paired seeds):
 #: 0.9999 / 1.0002 × the plain steps'; the 52 R tables at ε = 1 0.9998 / 0.9997, at ε = 0.3 1.0000 / 1.0001,
 #: at ε = 10 0.997 / 0.999 × their floor ratios (2 seeds). Momentum run to the discrepancy (300 iterations)
@@ -559,7 +560,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     if cap.proportional:
         final_iters = round(ESTIMATION_ITERS * PROPORTIONAL_ITERS_FACTOR)
         model.fit(final_iters, PRECONDITION)
-    elif cap.wide:  # runs to its end (DISCREPANCY), with plain steps
+    elif cap.wide:  # plain steps to the end: no early stop (see DISCREPANCY)
         final_iters = ESTIMATION_ITERS * cap.iters_factor
         model.fit(final_iters)
     else:
