@@ -270,7 +270,7 @@ class TreeModel:
 
         With ``precondition`` κ > 0 the first half of the iterations take the proportional-fitting
         steps of :func:`mirror_descent` (a fresh step size), the second half the plain steps; with
-        ``discrepancy`` the plain steps stop early (:func:`mirror_descent`).
+        ``discrepancy`` the plain steps stop early, and with ``momentum`` they carry it (:func:`mirror_descent`).
         """
         if not self.cliques:
             return
