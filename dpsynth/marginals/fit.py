@@ -87,7 +87,7 @@ RAKE_ITERS = 400
 # medpar −8%, Cracker −7%, colon −6%; mdvis +7%, RetSchool +7%, Tuna +6%); mean KS of the R tables 0.0316 →
 # 0.0314. Adult (18.7 at ε = 1) is not raked: raking every release cost it 1.3–3.4 s of its 5.
 RAKE_SNR = 3.0
-# Mirror-descent iterations after each round (warm-started) and at the end.
+# Mirror-descent iterations after each round (warm-started); the final fit has its own (ESTIMATION_ITERS, MOMENTUM_ITERS).
 ROUND_ITERS = 12
 # The final estimation (plain steps) stops once its loss, a χ² of the measured cells, is down to this
 # many per cell (1 in expectation at the truth): a model that already fits its measurements that much
