@@ -65,10 +65,13 @@ def delta_from_rho(rho: float, epsilon: float) -> float:
         hi *= 2.0
     for _ in range(_ITERS):
         mid = (lo + hi) / 2.0
+        before = (lo, hi)
         if (2 * mid - 1) * rho - eps + math.log1p(-1.0 / mid) < 0:
             lo = mid
         else:
             hi = mid
+        if (lo, hi) == before:  # a fixed point: the remaining steps would change nothing
+            break
     # Any α > 1 gives a valid bound, so the value at the bracket's end is safe.
     best = min(log_delta(hi), log_delta(lo))
     return min(1.0, math.exp(best)) if best < 700 else 1.0
@@ -86,10 +89,13 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
         hi *= 2.0
     for _ in range(_ITERS):
         mid = (lo + hi) / 2.0
+        before = (lo, hi)
         if delta_from_rho(rho, mid) > delta:
             lo = mid
         else:
             hi = mid
+        if (lo, hi) == before:
+            break
     return hi
 
 
@@ -103,10 +109,13 @@ def rho_from_epsilon(epsilon: float, delta: float) -> float:
         hi *= 2.0
     for _ in range(_ITERS):
         mid = (lo + hi) / 2.0
+        before = (lo, hi)
         if delta_from_rho(mid, eps) <= delta:
             lo = mid
         else:
             hi = mid
+        if (lo, hi) == before:
+            break
     return lo
 
 
