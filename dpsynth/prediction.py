@@ -172,14 +172,15 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
     one_share = mb.first_one_way_share(pure, d)
     sel_share = mb.SELECT_SHARE if d > 1 else 0.0
     rounds = max(d - 1, round(mf.ROUNDS_PER_COLUMN * (d - 1))) if d > 2 else d - 1
-    if 2 < d <= mb.WIDE_COLUMNS:
-        # The capacity plan as the fit makes it (the one-ways it reads matter on the wide path only).
+    if d > 2:
+        # The capacity plan as the fit makes it, with even one-ways (which only the wide path's one-way
+        # fallback reads); the one-ways' installments counted as one measurement of their summed share.
         plan = mb.Plan(epsilon, delta, rel, max_contributions)
         cap = mb.capacity(plan, tuple(sizes), float(n), [np.full(s, 1.0 / s) for s in sizes],
                           mf.ROUNDS_PER_COLUMN, one_share)
         rounds, one_share, sel_share = cap.rounds, one_share + cap.one_way_extra, cap.select_share
     round_share = 1 - one_share - sel_share
-    if 2 < d <= mb.WIDE_COLUMNS and cap.small_pairs:
+    if d > 2 and cap.small_pairs:
         # With small pairs (below a pair signal-to-noise of 1) the rounds get cap.pairs_share; the rest of
         # the one-ways' reserve goes back to them after the rounds.
         round_share = cap.pairs_share

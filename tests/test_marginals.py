@@ -558,12 +558,20 @@ def test_first_one_way_installment_is_larger_under_pure_dp() -> None:
     """Under pure DP the first one-way installment takes ONE_WAY_SHARE_PURE of ε (a share of ε buys noise
     ∝ 1/share, of ρ ∝ 1/√share) off the wide path, under zCDP ONE_WAY_SHARE of ρ; a single column takes
     everything."""
-    from dpsynth.marginals.budget import ONE_WAY_SHARE, ONE_WAY_SHARE_PURE, WIDE_COLUMNS, first_one_way_share
+    from dpsynth.marginals.budget import (
+        ONE_WAY_SHARE,
+        ONE_WAY_SHARE_PURE,
+        WIDE_COLUMNS,
+        WIDE_ONE_WAY_SHARE_PURE,
+        first_one_way_share,
+    )
 
     assert first_one_way_share(True, 5) == ONE_WAY_SHARE_PURE > first_one_way_share(False, 5) == ONE_WAY_SHARE
     assert first_one_way_share(True, 1) == first_one_way_share(False, 1) == 1.0
-    # the wide path keeps 5%: its one-ways often take the whole budget, and Laplace installments lose precision
-    assert first_one_way_share(True, WIDE_COLUMNS + 1) == ONE_WAY_SHARE
+    # the wide path's first installment is small under pure DP: its one-ways take nearly the whole budget, and
+    # Laplace installments lose precision (ε₁ + ε₂ buys what √(ε₁² + ε₂²) would)
+    assert first_one_way_share(True, WIDE_COLUMNS + 1) == WIDE_ONE_WAY_SHARE_PURE < ONE_WAY_SHARE
+    assert first_one_way_share(False, WIDE_COLUMNS + 1) == ONE_WAY_SHARE
     codes, sizes = _hub_table(900)
     d = len(sizes)
     for delta, share, key in ((0.0, ONE_WAY_SHARE_PURE, "epsilon"), (1e-9, ONE_WAY_SHARE, "rho")):
@@ -606,6 +614,31 @@ def test_wide_fallback_gives_independent_columns_at_a_tiny_budget() -> None:
     # The card says so in words rather than "0 selection rounds, pairs measured".
     text = m.params["capacity"]["text"]
     assert text.startswith("no pair measured") and "drawn independently" in text and "selection rounds" not in text
+
+
+def test_wide_one_ways_keep_their_precision_at_every_budget() -> None:
+    """On the wide path the one-way installments' noise stays within ONE_WAY_FLOOR × that of one
+    measurement with the whole budget at every ε, under zCDP (precision ∝ share of ρ) and pure DP
+    (∝ share² of ε per installment): their share no longer falls as ε grows (it was 22.5% of ρ at
+    ε = 10 on the 100-column table), and a pair is still measured where the rest buys one."""
+    from dpsynth.marginals.budget import ONE_WAY_FLOOR, Plan, capacity, first_one_way_share
+    from dpsynth.neighbours import Neighbours
+    from tests.wide_table import wide_table
+
+    codes, sizes = wide_table(50_000, 100, seed=0)
+    d = len(sizes)
+    one_way = [np.bincount(codes[:, j], minlength=s) / len(codes) for j, s in enumerate(sizes)]
+    rel = Neighbours.parse("add-remove")
+    for delta in (1e-9, 0.0):
+        first = first_one_way_share(delta == 0.0, d)
+        for eps in (0.3, 1.0, 3.0, 10.0, 100.0):
+            plan = Plan(eps, delta, rel, 1)
+            cap = capacity(plan, sizes, 50_000, one_way, 3.0, first)
+            assert cap.wide
+            prec = sum(1.0 / plan.preview(plan.total * x / d).variance for x in (first, cap.one_way_extra) if x > 0)
+            assert prec * ONE_WAY_FLOOR**2 >= 1.0 / plan.preview(plan.total / d).variance, (delta, eps)
+            if delta and eps >= 1.0:
+                assert cap.rounds == d - 1
 
 
 def test_mirror_descent_reaches_the_weighted_least_squares_fit() -> None:

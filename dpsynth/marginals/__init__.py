@@ -111,8 +111,9 @@ proportional steps the final estimation runs 4/3 × ``ESTIMATION_ITERS`` iterati
 Tables of more than ``WIDE_COLUMNS`` columns take one round per column, scored
 against independence of the released one-ways (no refit between rounds); there, if the pairs
 would raise the expected one-column TVD above ``ONE_WAY_SLACK`` × that of independent noisy
-one-ways spending the whole budget, a second installment of one-ways takes the difference
-(all of the rest when no pair is worth it), and the fitted model is raked to the inverse-variance
+one-ways spending the whole budget, or their noise above ``ONE_WAY_FLOOR`` × theirs, a second
+installment of one-ways takes the difference (all of the rest when no pair is worth it; under pure DP
+the first installment is ``WIDE_ONE_WAY_SHARE_PURE``), and the fitted model is raked to the inverse-variance
 mean of every released table summed onto each column (damped steps that shrink until they gain:
 ``TreeModel.rake``). On any
 table, when a typical pair's expected L1 noise would exceed the noisy total, no typical pair is
