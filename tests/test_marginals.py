@@ -620,7 +620,9 @@ def test_wide_one_ways_keep_their_precision_at_every_budget() -> None:
     """On the wide path the one-way installments' noise stays within ONE_WAY_FLOOR × that of one
     measurement with the whole budget at every ε, under zCDP (precision ∝ share of ρ) and pure DP
     (∝ share² of ε per installment): their share no longer falls as ε grows (it was 22.5% of ρ at
-    ε = 10 on the 100-column table), and a pair is still measured where the rest buys one."""
+    ε = 10 on the 100-column table), and a pair is still measured where the rest buys one, up to a
+    very large ε (where the discrete mechanisms' variance falls exponentially, a rule on their
+    variances once left every column independent at ε = 1000 under pure DP)."""
     from dpsynth.marginals.budget import ONE_WAY_FLOOR, Plan, capacity, first_one_way_share
     from dpsynth.neighbours import Neighbours
     from tests.wide_table import wide_table
@@ -631,14 +633,15 @@ def test_wide_one_ways_keep_their_precision_at_every_budget() -> None:
     rel = Neighbours.parse("add-remove")
     for delta in (1e-9, 0.0):
         first = first_one_way_share(delta == 0.0, d)
-        for eps in (0.3, 1.0, 3.0, 10.0, 100.0):
+        for eps in (0.3, 1.0, 3.0, 10.0, 100.0, 1000.0):
             plan = Plan(eps, delta, rel, 1)
             cap = capacity(plan, sizes, 50_000, one_way, 3.0, first)
             assert cap.wide
-            prec = sum(1.0 / plan.preview(plan.total * x / d).variance for x in (first, cap.one_way_extra) if x > 0)
-            assert prec * ONE_WAY_FLOOR**2 >= 1.0 / plan.preview(plan.total / d).variance, (delta, eps)
-            if delta and eps >= 1.0:
-                assert cap.rounds == d - 1
+            if eps <= 10:  # the mechanisms' own variances, where they follow the continuous law
+                prec = sum(1.0 / plan.preview(plan.total * x / d).variance for x in (first, cap.one_way_extra) if x > 0)
+                assert prec * ONE_WAY_FLOOR**2 >= 1.0 / plan.preview(plan.total / d).variance, (delta, eps)
+            if eps >= (1.0 if delta else 10.0):
+                assert cap.rounds == d - 1, (delta, eps)
 
 
 def test_mirror_descent_reaches_the_weighted_least_squares_fit() -> None:

@@ -448,17 +448,20 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
         sel = sel0 * rest / rest0
         return sel, rest - sel
 
-    def precision(extra: float) -> float:
-        return first_prec + (1.0 / plan.preview(plan.total * extra / d).variance if extra > 0 else 0.0)
-
     def ours(extra: float) -> float:
-        return sum(_expected_tvd(p, n, 1.0 / precision(extra)) for p in one_way)
+        prec = first_prec + (1.0 / plan.preview(plan.total * extra / d).variance if extra > 0 else 0.0)
+        return sum(_expected_tvd(p, n, 1.0 / prec) for p in one_way)
 
-    base_prec = 1.0 / base_var
+    def relative_precision(extra: float) -> float:
+        """The installments' precision ÷ that of one measurement with the whole budget, by their shares
+        (the continuous mechanisms' law: the discrete ones' variance falls faster where it is far below
+        one count, which no synthetic row can show)."""
+        return base_share**2 + extra**2 if plan.pure else base_share + extra
+
     steps = 38  # extra share in steps of 1/38 of the rest, up to all of it
     for k in range(steps + 1 if wide else 1):  # the one-way fallback is the wide path's
         extra = rest0 * k / steps
-        if k == steps or (ours(extra) <= ONE_WAY_SLACK * base and precision(extra) * ONE_WAY_FLOOR**2 >= base_prec):
+        if k == steps or (ours(extra) <= ONE_WAY_SLACK * base and relative_precision(extra) * ONE_WAY_FLOOR**2 >= 1.0):
             break
     sel, pairs = shares(extra)
     if k == steps:  # no pair is worth its cost to the one-ways: independent columns
