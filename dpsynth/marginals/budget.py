@@ -429,7 +429,9 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
 
     The one-way precision counts the one-way installments only (inverse variances add for
     independent unbiased measurements); what the pairs add to a column's accuracy is not counted,
-    which keeps the rule conservative (the fit does not recover all of it).
+    which keeps the rule conservative (the fit does not recover all of it). On the wide path the
+    installments also keep their noise within :data:`ONE_WAY_FLOOR` × that of one measurement with the
+    whole budget, by their shares alone, at every ε.
     """
     d = len(sizes)
     if d < 2:
