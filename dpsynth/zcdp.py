@@ -28,7 +28,7 @@ the true infimum, up to the bisection tolerance).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 from dpsynth.errors import InputError
@@ -43,6 +43,22 @@ def _check_positive(name: str, value: float, *, allow_zero: bool = False) -> flo
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise InputError(f"{name} must be a positive finite number, got {value!r}.")
     return v
+
+
+def _bisect(raise_lo: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] halved up to :data:`_ITERS` times, lo moving to the midpoint where ``raise_lo`` holds there,
+    else hi. Each halving is a function of (lo, hi) alone, so once one changes neither end the rest would
+    change nothing: stopping there gives the answer of every halving, bit for bit."""
+    for _ in range(_ITERS):
+        mid = (lo + hi) / 2.0
+        before = (lo, hi)
+        if raise_lo(mid):
+            lo = mid
+        else:
+            hi = mid
+        if (lo, hi) == before:
+            break
+    return lo, hi
 
 
 def delta_from_rho(rho: float, epsilon: float) -> float:
@@ -63,15 +79,7 @@ def delta_from_rho(rho: float, epsilon: float) -> float:
     # At (ε+1)/(2ρ)+2 the derivative is already positive; widen only defensively.
     while (2 * hi - 1) * rho - eps + math.log1p(-1.0 / hi) < 0:
         hi *= 2.0
-    for _ in range(_ITERS):
-        mid = (lo + hi) / 2.0
-        before = (lo, hi)
-        if (2 * mid - 1) * rho - eps + math.log1p(-1.0 / mid) < 0:
-            lo = mid
-        else:
-            hi = mid
-        if (lo, hi) == before:  # a fixed point: the remaining steps would change nothing
-            break
+    lo, hi = _bisect(lambda a: (2 * a - 1) * rho - eps + math.log1p(-1.0 / a) < 0, lo, hi)
     # Any α > 1 gives a valid bound, so the value at the bracket's end is safe.
     best = min(log_delta(hi), log_delta(lo))
     return min(1.0, math.exp(best)) if best < 700 else 1.0
@@ -87,16 +95,7 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1.0  # [BS16, Prop. 1.3] is an upper bound
     while delta_from_rho(rho, hi) > delta:
         hi *= 2.0
-    for _ in range(_ITERS):
-        mid = (lo + hi) / 2.0
-        before = (lo, hi)
-        if delta_from_rho(rho, mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-        if (lo, hi) == before:
-            break
-    return hi
+    return _bisect(lambda e: delta_from_rho(rho, e) > delta, lo, hi)[1]
 
 
 def rho_from_epsilon(epsilon: float, delta: float) -> float:
@@ -107,16 +106,7 @@ def rho_from_epsilon(epsilon: float, delta: float) -> float:
     lo, hi = 0.0, eps + 1.0  # δ(ρ ≥ ε, ε) is large; widen defensively below
     while delta_from_rho(hi, eps) <= delta:
         hi *= 2.0
-    for _ in range(_ITERS):
-        mid = (lo + hi) / 2.0
-        before = (lo, hi)
-        if delta_from_rho(mid, eps) <= delta:
-            lo = mid
-        else:
-            hi = mid
-        if (lo, hi) == before:
-            break
-    return lo
+    return _bisect(lambda r: delta_from_rho(r, eps) <= delta, lo, hi)[0]
 
 
 def gaussian_rho(sigma2: Number, l2_sensitivity_squared: Number) -> Number:
