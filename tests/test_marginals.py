@@ -907,6 +907,26 @@ def test_a_three_way_table_is_offered_once_under_the_largest_clique_holding_its_
     assert (2, 3) in grows
 
 
+def test_a_column_joins_under_the_latest_of_the_largest_cliques_holding_its_partner() -> None:
+    """A column attached through u joins under the latest of the equally large cliques holding u, so the
+    tree grows as a chain and the new clique may later grow by the columns joined before it. Under the
+    first such clique (the root pair) columns fanned out as siblings that no later round could measure
+    together (the Garch rates at ε = 10: dm and bp, 0.255 TVD)."""
+    from dpsynth.marginals.estimation import Candidate, TreeModel
+
+    sizes = (3, 4, 5, 2)
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    model = TreeModel(sizes, one_way, 100.0, max_cells=1000, max_cols=4)
+    model.apply(Candidate("root", (0, 1)), np.full(12, 100.0 / 12), 4.0)
+    model.apply(Candidate("attach", (0, 2), new=2, clique=0), np.full(15, 100.0 / 15), 4.0)
+    attach = {c.measure: c for c in model.candidates(must_attach=True) if c.kind == "attach"}
+    assert attach[(0, 3)].clique == 1  # 0 lies in the root (0, 1) and in (0, 2): the later one
+    assert attach[(1, 3)].clique == 0  # 1 lies in the root only
+    model.apply(attach[(0, 3)], np.full(6, 100.0 / 6), 4.0)
+    grows = {c.measure for c in model.candidates(must_attach=False) if c.kind == "grow" and c.new == 3}
+    assert (2, 3) in grows  # the column that joined before it, which the root lacks
+
+
 def test_one_ways_measured_again_bring_independent_columns_closer_to_the_data(monkeypatch) -> None:
     """On independent columns at ε = 1 (a pair's signal-to-noise about 28, one-ways in the fit) the rounds
     measure some one-ways again, and the fitted one-ways come closer to the data than with the rule
