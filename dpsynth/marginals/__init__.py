@@ -18,12 +18,13 @@ all in numpy:
 2. **Rounds** (``ROUNDS_PER_COLUMN·(d−1)`` of them). Each round selects one two-way marginal with
    the exponential mechanism and measures it. The model is a junction tree whose cliques are
    *larger* than what we measure (as in Private-PGM): round 1 picks the root pair; a round may
-   *attach* a new column ``x`` through a pair ``{x, u}`` (new clique ``{x, u}``, child of a clique
-   holding ``u``), *grow* the clique of ``x`` by a column ``v`` of its parent clique (measuring
-   ``{x, v}``; clique ``{x} ∪ S`` becomes ``{x} ∪ S ∪ {v}``, still a junction tree), or measure
-   an earlier pair *again*. When the rounds left equal the columns still outside the model,
-   only attachments are offered, so every column joins. Cliques are capped in columns and
-   cells by the capacity plan (``CLIQUE_LIMITS``: larger when the measurements are cleaner).
+   *attach* a new column ``x`` through a pair ``{x, u}`` (new clique ``{x, u}``, child of the latest
+   of the largest cliques holding ``u``, so the tree grows in chains), *grow* the clique of ``x`` by
+   a column ``v`` of its parent clique (measuring ``{x, v}``; clique ``{x} ∪ S`` becomes
+   ``{x} ∪ S ∪ {v}``, still a junction tree), or measure an earlier pair *again*. When the rounds
+   left equal the columns still outside the model, only attachments are offered, so every column
+   joins. Cliques are capped in columns and cells by the capacity plan (``CLIQUE_LIMITS``: larger
+   when the measurements are cleaner).
 
    The score of a candidate ``m`` is AIM's [McKenna et al. 2022, §4]:
    ``q(m) = ‖M_m(D) − M̂_m‖₁ − c·E‖noise_m‖₁``, where ``M̂_m`` is the current model's estimate of
