@@ -167,7 +167,7 @@ class TreeModel:
         # columns) at ε = 10 with three rounds per column, dm and bp joined as siblings under the root, their pair
         # stayed at 0.255 TVD, and the last seven rounds had only measurements again to choose from (2-way 0.065;
         # joining under the latest such clique, which makes chains: 0.040). Paired releases (6 seeds at ε = 10, 2-/
-        # 3-way ÷ the sampling floor) on the 15 of 76 real tables it changed at 2 seeds: Cigar −0.07 / −0.08,
+        # 3-way ÷ the sampling floor) on the 15 of 74 real tables it changed at 2 seeds: Cigar −0.07 / −0.08,
         # Forbes2000 −0.08 / −0.05, ModeChoice −0.05 / −0.07, GaltonFamilies −0.05 / −0.06, Tobacco and Housing
         # −0.02 to −0.04; iqitems +0.04 / +0.03, politicalInformation +0.03 / +0.03. The 14 tables with AIM runs:
         # 0.998 / 0.998 at ε = 1 (24 seeds), 1.003 / 1.001 at ε = 3 (12 seeds); Adult at ε = 1 −0.00005 / −0.0002 (8 seeds).
