@@ -16,6 +16,10 @@ given as a ratio to a fixed numpy workload timed in the same process (the machin
     python benchmarks/bench_marginals.py --seeds 5 --eps 1     # more seeds, one ε
     python benchmarks/bench_marginals.py --data ../shared/data --json out.json
     python benchmarks/bench_marginals.py --only fair randhie anes96   # after benchmarks/tables/fetch_tables.py --out <data>
+    python benchmarks/bench_marginals.py --table my.csv my_schema.json --eps 1 10   # any table and its public schema
+
+A table given with ``--table`` is named by its file's stem; its ÷ AIM column is filled from AIM's runs on that
+name in benchmarks/peers/results.jsonl (``run_peers.py --data my.csv --schema my_schema.json --peers aim-mbi2``).
 
 Seeds are for the benchmark only (reproducible comparison); releases use a secure generator.
 """
@@ -339,6 +343,18 @@ def print_peers(path: Path, datasets: set[str]) -> None:
               f" {np.mean([r['tvd3'] for r in rs]):10.4f} {secs:9.1f} {len(rs):5d}")
 
 
+def _table_paths(ap: argparse.ArgumentParser, given: list[str]) -> tuple[Path, Path]:
+    """The CSV and schema paths of one ``--table CSV [SCHEMA]``, checked before any release runs."""
+    if len(given) > 2:
+        ap.error(f"--table takes a CSV and at most one schema, got {len(given)} paths: {' '.join(given)}")
+    csv = Path(given[0])
+    schema = Path(given[1]) if len(given) == 2 else csv.with_name(f"{csv.stem}_schema.json")
+    for path in (csv, schema):
+        if not path.is_file():
+            ap.error(f"--table: {path} is not a file")
+    return csv, schema
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / ".." / "shared" / "data"), help="folder with adult.csv etc.")
@@ -350,11 +366,18 @@ def main(argv: list[str] | None = None) -> None:
                     help="default: adult, titanic, wide (and fair, randhie, anes96 when their CSVs are in --data)")
     ap.add_argument("--wide-eps", type=float, nargs="+", default=[1.0],
                     help="ε of the wide table's releases (default 1; its one-column target holds at every ε)")
+    ap.add_argument("--table", nargs="+", action="append", default=[], metavar="PATH",
+                    help="CSV [SCHEMA]: benchmark this table (repeatable); the schema defaults to <stem>_schema.json"
+                         " beside the CSV. With --table and no --only, only the tables given run")
     ap.add_argument("--json", default=None, help="write all results to this JSON file")
     args = ap.parse_args(argv)
+    tables = [_table_paths(ap, t) for t in args.table]
     data = Path(args.data)
     results: list[dict] = []
-    only = set(args.only or ["adult", "titanic", "wide", *[t for t in EXTRA if (data / f"{t}.csv").is_file()]])
+    only = set(args.only or ([] if tables else
+                             ["adult", "titanic", "wide", *[t for t in EXTRA if (data / f"{t}.csv").is_file()]]))
+    for csv, schema_path in tables:
+        run_dataset(csv.stem, csv, schema_path, args.eps, args.seeds, args.delta, results)
     if "adult" in only:
         run_dataset("adult", data / "adult.csv", data / "adult_schema.json", args.eps, args.seeds, args.delta, results)
     if "titanic" in only:
@@ -384,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
                         args.delta, results)
     if "wide" in only:
         run_wide(args.delta, results, epsilons=tuple(args.wide_eps))
-    print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl", only - {"wide"})
+    print_peers(ROOT / "benchmarks" / "peers" / "results.jsonl", (only - {"wide"}) | {c.stem for c, _ in tables})
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
