@@ -178,7 +178,7 @@ def marginals_noise(sizes: list[int], epsilon: float, delta: float, neighbours: 
         plan = mb.Plan(epsilon, delta, rel, max_contributions)
         cap = mb.capacity(plan, tuple(sizes), float(n), [np.full(s, 1.0 / s) for s in sizes],
                           mf.ROUNDS_PER_COLUMN, one_share)
-        rounds, one_share, sel_share = cap.rounds, one_share + cap.one_way_extra, cap.select_share
+        rounds, one_share, sel_share = cap.rounds + cap.inside_rounds, one_share + cap.one_way_extra, cap.select_share
     round_share = 1 - one_share - sel_share
     if d > 2 and cap.small_pairs:
         # With small pairs (below a pair signal-to-noise of 1) the rounds get cap.pairs_share; the rest of

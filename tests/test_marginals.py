@@ -51,6 +51,7 @@ def chain_model() -> tuple[MarginalModel, np.ndarray, tuple[int, ...]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(marginals_fit, "ROUNDS_PER_COLUMN", 1.0)
         mp.setattr(marginals_budget, "PAIR_FACTOR_TIERS", ())
+        mp.setattr(marginals_budget, "INSIDE_SNR", math.inf)  # keep pairs that no measurement covers
         model = fit_marginal_model(codes, sizes, epsilon=1e6, delta=1e-9, neighbours="add-remove",
                                    rng=np.random.default_rng(2))
     return model, codes, sizes
@@ -925,6 +926,57 @@ def test_a_column_joins_under_the_latest_of_the_largest_cliques_holding_its_part
     model.apply(attach[(0, 3)], np.full(6, 100.0 / 6), 4.0)
     grows = {c.measure for c in model.candidates(must_attach=False) if c.kind == "grow" and c.new == 3}
     assert (2, 3) in grows  # the column that joined before it, which the root lacks
+
+
+def test_inside_rounds_offer_the_unmeasured_triples_inside_the_cliques() -> None:
+    """With ``inside`` on, a round may measure a three-way table that lies inside a clique and that no round
+    measured (budget.INSIDE_SNR): a measurement that leaves the structure as it is. Off, none is offered."""
+    from dpsynth.marginals.estimation import Candidate, TreeModel
+
+    sizes = (3, 4, 5, 2)
+    one_way = [np.full(s, 1.0 / s) for s in sizes]
+    model = TreeModel(sizes, one_way, 100.0, max_cells=1000, max_cols=4)
+    model.apply(Candidate("root", (0, 1)), np.full(12, 100.0 / 12), 4.0)
+    model.apply(Candidate("attach", (0, 1, 2), new=2, clique=0), np.full(60, 100.0 / 60), 4.0)
+    model.apply(Candidate("attach", (1, 3), new=3, clique=1), np.full(8, 100.0 / 8), 4.0)
+    grow = next(c for c in model.candidates(must_attach=False) if c.kind == "grow" and c.measure == (2, 3))
+    model.apply(grow, np.full(10, 100.0 / 10), 4.0)
+    assert model.cliques[-1] == (1, 2, 3)
+    assert not any(c.kind == "inside" for c in model.candidates(must_attach=False))
+    model.inside = True
+    inside = [c for c in model.candidates(must_attach=False) if c.kind == "inside"]
+    assert [c.measure for c in inside] == [(1, 2, 3)]  # (0, 1, 2) was measured; no clique holds 0 and 3
+    est = model.estimate(inside[0])
+    assert est.shape == (4, 5, 2) and est.sum() == pytest.approx(100.0)
+    before = list(model.cliques)
+    model.apply(inside[0], np.full(40, 100.0 / 40), 4.0)
+    assert model.cliques == before and model.obs[-1][0] == (1, 2, 3)
+    assert not any(c.kind == "inside" for c in model.candidates(must_attach=False))
+
+
+def test_a_clean_fit_runs_its_inside_rounds_after_the_tree_and_states_them(monkeypatch) -> None:
+    """From budget.INSIDE_SNR the capacity plan adds INSIDE_ROUNDS_PER_COLUMN × d rounds after the tree's;
+    the three-way tables they measure lie inside the final cliques, and the card's text says how many. With
+    the rule off the plan has none and no round measures one."""
+    codes, sizes = _table(20_000)
+
+    def fit() -> MarginalModel:
+        return fit_marginal_model(codes, sizes, epsilon=10.0, delta=1e-9, neighbours="add-remove",
+                                  rng=np.random.default_rng(5))
+
+    model = fit()
+    cap = model.params["capacity"]
+    assert cap["pair_snr"] >= marginals_budget.INSIDE_SNR
+    assert cap["inside_rounds"] == round(marginals_budget.INSIDE_ROUNDS_PER_COLUMN * len(sizes))
+    assert 0 < cap["inside_measured"] <= cap["inside_rounds"]
+    assert f"{cap['inside_measured']} three-way tables inside the cliques measured" in cap["text"]
+    cliques = [set(c) for c in model.params["cliques"]]
+    triples = {tuple(c) for c, _ in model.measurements if len(c) == 3}
+    assert len(triples) >= cap["inside_measured"]
+    assert all(any(set(t) <= cl for cl in cliques) for t in triples)
+    monkeypatch.setattr(marginals_budget, "INSIDE_SNR", math.inf)
+    off = fit().params["capacity"]
+    assert off["inside_rounds"] == 0 and off["inside_measured"] == 0 and "inside the cliques" not in off["text"]
 
 
 def test_one_ways_measured_again_bring_independent_columns_closer_to_the_data(monkeypatch) -> None:

@@ -24,7 +24,10 @@ all in numpy:
    ``{x} ∪ S ∪ {v}``, still a junction tree), or measure an earlier pair *again*. When the rounds
    left equal the columns still outside the model, only attachments are offered, so every column
    joins. Cliques are capped in columns and cells by the capacity plan (``CLIQUE_LIMITS``: larger
-   when the measurements are cleaner).
+   when the measurements are cleaner). From a pair signal-to-noise of ``budget.INSIDE_SNR``,
+   ``budget.INSIDE_ROUNDS_PER_COLUMN`` rounds per column follow the tree's and may also measure a
+   three-way table *inside* a clique that no round measured (the structure stays as it is): a clique
+   holds columns that no measurement saw together, and the fit fills their table by maximum entropy.
 
    The score of a candidate ``m`` is AIM's [McKenna et al. 2022, §4]:
    ``q(m) = ‖M_m(D) − M̂_m‖₁ − c·E‖noise_m‖₁``, where ``M̂_m`` is the current model's estimate of

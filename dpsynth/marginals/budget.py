@@ -297,6 +297,24 @@ SMALL_PAIRS_SELECT = 0.1
 # time: at ε = 10 DoctorContacts took 25 s instead of 10, Adult 27 s instead of 14 (3-way −0.0004).
 PAIR_ROUNDS_SNR = 100.0
 PAIR_ROUNDS_SHARE = 0.6
+# From this signal-to-noise, INSIDE_ROUNDS_PER_COLUMN × d rounds after the tree's offer the three-way tables
+# inside its cliques that no round measured (besides measuring again). A clique holds the columns of the pairs
+# and triples that built it, but the model fills its other tables by maximum entropy: on the diamonds (53,940
+# rows) at ε = 10 carat, color and price share a clique of six columns, no round measured the three together,
+# and their table stayed at 0.052 TVD against a sampling floor of 0.017 (price depends on carat and colour
+# jointly). Offered during the tree's rounds, such tables took rounds from columns still to join or cliques
+# to grow (the diamonds 1.41 → 1.44 × the floor on 3-way TVD, DoctorContacts 1.48 → 1.63), hence rounds of
+# their own, after them. 52 R tables at ε = 10 (benchmarks/bench_floor_ratio.py, 2 seeds; 2-/3-way TVD ÷ the
+# floor, geometric mean of this ÷ before): from 30 with 3 rounds per column 0.971 / 0.946, 3-way within 1.3 ×
+# the floor on 48 of 52 instead of 45 (the diamonds 1.41 → 1.06, DoctorContacts 1.48 → 1.29, MedExp 1.31 →
+# 1.16, Tuna 1.19 → 0.85; 2-way up where it is far under the floor: Wages 0.76 → 0.85, Yogurt 0.75 → 0.86;
+# 3-way Hdma 0.96 → 0.99, Wages 1.15 → 1.17); with 1 or 2 per column 0.979 / 0.956 and 0.980 /
+# 0.955 (47); from 10 (1 per column) 0.984 / 0.952 (46; vote92 0.76 → 0.90); from 100 (2 per column, 4 tables)
+# 0.994 / 0.988 (46). At ε = 1 only the RAND extract of the 14 AIM tables reaches 30: ±0.0001 (24 seeds); Adult
+# (4 paired seeds) is unchanged at ε = 1, −0.0009 on 3-way TVD at ε = 3 and −0.0015 at ε = 10 (2-way +0.0001 and
+# +0.0002). The price is time: Adult at ε = 10 runs 63 + 45 rounds over cliques of up to 1,000,000 cells.
+INSIDE_SNR = 30.0
+INSIDE_ROUNDS_PER_COLUMN = 3.0
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
 # (instead of fit.ROUNDS_PER_COLUMN): each measurement then gets a larger share of the budget.
 LOW_SNR_ROUNDS_PER_COLUMN = 2.0
@@ -357,6 +375,7 @@ class Capacity:
     max_cols: int = CLIQUE_LIMITS[0][2]  # most columns of a model clique
     proportional: bool = False  # the final estimation starts with proportional-fitting steps
     pair_factors: int = 0  # rounds after the tree's for pairs no clique holds
+    inside_rounds: int = 0  # rounds after the tree's that may measure three-way tables inside its cliques
     # Small pairs (below MIN_PAIR_SNR): each column's share of the total in the second one-way installment
     # (its budget is that × total ÷ d), and the share of the total that the rounds' measurements get.
     one_way_cols: tuple[float, ...] | None = None
@@ -397,6 +416,7 @@ class Capacity:
                 f" model cliques of at most {self.max_cols} columns and {self.max_cells:,} cells"
                 f"{f', {self.iters_factor}× fitting iterations per round' if self.iters_factor > 1 else ''}"
                 f"{', estimation started with proportional-fitting steps' if self.proportional else ''}"
+                f"{f', then {self.inside_rounds} rounds that may measure triples inside the cliques' if self.inside_rounds else ''}"
                 f"{f', up to {self.pair_factors} pairs outside the cliques as sampling factors' if self.pair_factors else ''};"
                 f" signal-to-noise of a typical pair {self.snr:.3g}"
                 + (f"; {self.one_way_extra:.0%} of the budget added to the one-ways" if self.one_way_extra else ""))
@@ -489,10 +509,12 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     cells, cols = clique_limits(snr, wide)
     per_column = [f for t, f in PAIR_FACTOR_TIERS if snr >= t]
     factors = 0 if wide or d < 3 or not per_column else round(per_column[-1] * d)
-    return Capacity(rounds=rounds, triples=(not wide) and snr >= TRIPLES_SNR, wide=wide,
+    triples = (not wide) and snr >= TRIPLES_SNR
+    inside = round(INSIDE_ROUNDS_PER_COLUMN * d) if triples and snr >= INSIDE_SNR else 0
+    return Capacity(rounds=rounds, triples=triples, wide=wide,
                     one_way_extra=extra, select_share=sel, snr=snr, iters_factor=2 if snr >= MORE_ITERS_SNR else 1,
                     max_cells=cells, max_cols=cols, proportional=(not wide) and snr >= PROPORTIONAL_SNR,
-                    pair_factors=factors)
+                    pair_factors=factors, inside_rounds=inside)
 
 
 def small_pairs(plan: Plan, sizes: tuple[int, ...], n: float, rest0: float, snr: float) -> Capacity | None:

@@ -98,7 +98,7 @@ def _sum_plan(shape: tuple[int, ...], keep: tuple[int, ...], dtype: str) -> tupl
 class Candidate:
     """One option of a round: measure ``measure``; ``kind`` says how the model changes."""
 
-    kind: str  # "alone", "root", "attach", "grow" or "again"
+    kind: str  # "alone", "root", "attach", "grow", "again" or "inside"
     measure: tuple[int, ...]
     new: int = -1  # the column that joins (attach) or whose clique grows (grow)
     clique: int = -1  # attach: the parent clique; grow: the clique that grows
@@ -115,13 +115,16 @@ class TreeModel:
     Capacity (public): cliques of at most ``max_cols`` columns and ``max_cells`` cells;
     ``triples`` offers three-way measurements when a column joins; ``alone`` offers "join
     alone" (no pair measured) for each column not yet in the model; ``one_ways_again`` offers
-    measuring again the one-way of each column in the model, when the one-ways are observations.
+    measuring again the one-way of each column in the model, when the one-ways are observations;
+    ``inside`` (set per round) offers the three-way tables inside a clique that no round measured
+    (kind "inside": a measurement that leaves the structure as it is, like "again").
     """
 
     def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float, *,
                  max_cells: int, max_cols: int, triples: bool = False, alone: bool = True,
-                 one_ways_again: bool = False) -> None:
+                 one_ways_again: bool = False, inside: bool = False) -> None:
         self.sizes = sizes
+        self.inside = inside
         self.max_cells = max_cells
         self.max_cols = max_cols
         self.triples = triples
@@ -214,6 +217,10 @@ class TreeModel:
             for v in self.cliques[p]:
                 if v not in cl and self._cells(cl + (v,)) <= self.max_cells:
                     out.append(Candidate("grow", tuple(sorted((x, v))), new=x, clique=i))
+        seen = {m for m, _, _ in self.obs}
+        if self.inside:  # cliques' columns are sorted, so are their triples
+            inside = {m for cl in self.cliques for m in combinations(cl, 3)} - seen
+            out.extend(Candidate("inside", m) for m in sorted(inside))
         seen = set()
         for m, _, _ in self.obs:
             if (len(m) > 1 or (self.one_ways_again and m[0] in att)) and m not in seen:
@@ -372,7 +379,7 @@ class TreeModel:
             return self.total * np.outer(a, b)
         if not self.mu:
             self.fit(0)
-        if cand.kind == "again":
+        if cand.kind in ("again", "inside"):
             return self._marg(m)
         x = cand.new
         if cand.kind == "attach":

@@ -476,7 +476,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
         return counts_cache[m]
 
     gap_vs_independent = _pair_gaps(codes, sizes, weights, one_way, total, cap.max_cells) if cap.wide and cap.rounds else None
-    rounds_total = cap.rounds
+    rounds_total = cap.rounds + cap.inside_rounds
     # The pair-factor rounds (after the tree's) take their share of the selection and measurement
     # budgets as rounds of their own.
     factor_share = cap.pair_factors / (rounds_total + cap.pair_factors) if cap.pair_factors else 0.0
@@ -484,12 +484,14 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
     spend = _RoundSpend(plan, rng, measurements, mechs)
     round_weights: list[float] = []
     factor_rounds, first, exhausted = cap.pair_factors, 0, False
-    within_noise = 0
+    within_noise = inside_measured = 0
     while True:
         for t in range(first, rounds_total):
             rounds_left = rounds_total - t
             report(0.05 + 0.85 * t / rounds_total, f"Selecting marginal {t + 1} of {rounds_total}")
             round_sel = sel_left / rounds_left
+            # the inside rounds come after the tree's (budget.INSIDE_SNR): its structure is built first
+            model.inside = cap.inside_rounds > 0 and t >= cap.rounds
             cands = model.candidates(must_attach=model.rounds_needed() >= rounds_left)
             if not cands:  # nothing left to measure within the size caps; the rest stays unspent
                 exhausted = True
@@ -526,6 +528,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
             y, mech = spend.measure(cand.measure, real(cand.measure), round_meas)
             fitted = independent_within_noise(y, tuple(sizes[c] for c in cand.measure), mech.variance)
             within_noise += fitted is not y
+            inside_measured += cand.kind == "inside"
             model.apply(cand, fitted, mech.variance)
             if gap_vs_independent is None:  # the wide path's scores do not read the fitted model
                 model.fit(ROUND_ITERS * cap.iters_factor)
@@ -623,6 +626,7 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                           "proportional_steps": cap.proportional,
                           "max_clique_columns": model.max_cols, "max_clique_cells": model.max_cells,
                           "pair_factors": len(factors), "pair_factor_measurements": factor_pairs,
+                          "inside_rounds": cap.inside_rounds, "inside_measured": inside_measured,
                           "fitted_as_independent": within_noise,
                           "one_way_observations": len(observed),
                           "text": cap.describe() + (
@@ -630,6 +634,8 @@ def _fit(codes: np.ndarray, sizes: tuple[int, ...], weights: np.ndarray | None, 
                               " also fitted to the value model's released bin counts" if observed else "") + (
                               f"; {within_noise} of {in_rounds} measured marginals within their noise"
                               " of independence, fitted as the product of their one-way margins" if within_noise else "") + (
+                              f"; {inside_measured} three-way table{'s' if inside_measured != 1 else ''} inside the"
+                              " cliques measured" if cap.inside_rounds else "") + (
                               f"; {factor_pairs} pair{'s' if factor_pairs != 1 else ''} outside the cliques measured,"
                               f" {len(factors)} applied as factors (the others matched the model within their noise)"
                               + (f" ({cap.pair_factors - factor_rounds} factor rounds went to the tree:"
