@@ -312,7 +312,8 @@ PAIR_ROUNDS_SHARE = 0.6
 # 0.955 (47); from 10 (1 per column) 0.984 / 0.952 (46; vote92 0.76 → 0.90); from 100 (2 per column, 4 tables)
 # 0.994 / 0.988 (46). At ε = 1 only the RAND extract of the 14 AIM tables reaches 30: ±0.0001 (24 seeds); Adult
 # (4 paired seeds) is unchanged at ε = 1, −0.0009 on 3-way TVD at ε = 3 and −0.0015 at ε = 10 (2-way +0.0001 and
-# +0.0002). The price is time: Adult at ε = 10 runs 63 + 45 rounds over cliques of up to 1,000,000 cells.
+# +0.0002). The price is time: Adult at ε = 10 runs 63 + 45 rounds over cliques of up to 1,000,000 cells (one
+# release on an idle machine: 43 s → 78–94 s; at ε = 3 9.7 → 17–21 s).
 INSIDE_SNR = 30.0
 INSIDE_ROUNDS_PER_COLUMN = 3.0
 # Rounds per column after the first when a typical pair's signal-to-noise is below TRIPLES_SNR
