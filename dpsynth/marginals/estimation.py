@@ -116,15 +116,15 @@ class TreeModel:
     ``triples`` offers three-way measurements when a column joins; ``alone`` offers "join
     alone" (no pair measured) for each column not yet in the model; ``one_ways_again`` offers
     measuring again the one-way of each column in the model, when the one-ways are observations;
-    ``inside`` (set per round) offers the three-way tables inside a clique that no round measured
+    ``inside`` (an attribute the fit sets per round) offers the three-way tables inside a clique that no round measured
     (kind "inside": a measurement that leaves the structure as it is, like "again").
     """
 
     def __init__(self, sizes: tuple[int, ...], one_way: list[np.ndarray], total: float, *,
                  max_cells: int, max_cols: int, triples: bool = False, alone: bool = True,
-                 one_ways_again: bool = False, inside: bool = False) -> None:
+                 one_ways_again: bool = False) -> None:
         self.sizes = sizes
-        self.inside = inside
+        self.inside = False  # set per round by the fit (budget.INSIDE_SNR)
         self.max_cells = max_cells
         self.max_cols = max_cols
         self.triples = triples
@@ -217,9 +217,9 @@ class TreeModel:
             for v in self.cliques[p]:
                 if v not in cl and self._cells(cl + (v,)) <= self.max_cells:
                     out.append(Candidate("grow", tuple(sorted((x, v))), new=x, clique=i))
-        seen = {m for m, _, _ in self.obs}
         if self.inside:  # cliques' columns are sorted, so are their triples
-            inside = {m for cl in self.cliques for m in combinations(cl, 3)} - seen
+            measured = {m for m, _, _ in self.obs}
+            inside = {m for cl in self.cliques for m in combinations(cl, 3)} - measured
             out.extend(Candidate("inside", m) for m in sorted(inside))
         seen = set()
         for m, _, _ in self.obs:
