@@ -3,7 +3,7 @@ model of the joint structure must beat (issue 14: "never worse … than independ
 marginals at the same ε", stated for wide tables, checked here on narrow ones).
 
 Every ``NAME.csv`` with ``NAME_schema.json`` beside it in ``--data`` is released whole
-(``release(method="marginals")``, δ = 1e-9, seeds 2000, 2001, …) and binned by its schema. The baseline
+(``release(method="marginals")``, δ = 1e-9 unless ``--delta``, seeds 2000, 2001, …) and binned by its schema. The baseline
 spends the release's whole budget (the ρ of (ε, δ), or ε under pure DP) on the one-ways, split equally over
 the columns (the library's own discrete mechanism, ``Plan.preview``), projects each noisy one-way onto the
 simplex (``project_simplex``) and draws as many rows as the table has, as the release's sampler does (each
@@ -36,9 +36,9 @@ sys.path.insert(0, str(HERE / "peers"))
 SEED0 = 2000
 
 
-def _table(job: tuple[str, str, float, int, str]) -> tuple[str, int, int, np.ndarray, np.ndarray]:
+def _table(job: tuple[str, str, float, int, str, float]) -> tuple[str, int, int, np.ndarray, np.ndarray]:
     """One table: mean (1-, 2-, 3-way TVD) of the releases and of the independent baseline over the seeds."""
-    data, name, eps, seeds, settings = job
+    data, name, eps, seeds, settings, delta = job
     from aim_suite import apply_settings
     from bench_marginals import Workload, marginal
 
@@ -68,11 +68,11 @@ def _table(job: tuple[str, str, float, int, str]) -> tuple[str, int, int, np.nda
         counts[np.argsort(counts - want, kind="stable")[: n - int(counts.sum())]] += 1
         return g.permutation(np.repeat(np.arange(len(p)), counts))
 
-    plan = Plan(eps, 1e-9, Neighbours.parse("add-remove"), 1)
+    plan = Plan(eps, delta, Neighbours.parse("add-remove"), 1)
     mech = plan.preview(plan.total / d)
     ours, base = [], []
     for s in range(seeds):
-        rel = release(df, schema, epsilon=eps, delta=1e-9, method="marginals", neighbours="add-remove",
+        rel = release(df, schema, epsilon=eps, delta=delta, method="marginals", neighbours="add-remove",
                       rng=np.random.default_rng(SEED0 + s))
         syn = encode(rel.synthetic, schema).codes
         ours.append((one_way([marginal(syn, sizes, (j,)) for j in range(d)]), *work.tvd(syn)))
@@ -90,14 +90,16 @@ def _table(job: tuple[str, str, float, int, str]) -> tuple[str, int, int, np.nda
 def main(argv: list[str] | None = None) -> None:
     from folder_cli import folder_parser, folder_tables
 
-    args = folder_parser(__doc__, 1.0).parse_args(argv)
+    ap = folder_parser(__doc__, 1.0)
+    ap.add_argument("--delta", type=float, default=1e-9, help="0: pure DP (Laplace noise), as the dashboard's default")
+    args = ap.parse_args(argv)
     data = Path(args.data)
     names = folder_tables(args)
-    print(f"ε = {args.eps:g}, δ = 1e-9, {args.seeds} seeds; 1-/2-/3-way TVD, release against independent noisy"
+    print(f"ε = {args.eps:g}, δ = {args.delta:g}, {args.seeds} seeds; 1-/2-/3-way TVD, release against independent noisy"
           " one-ways spending the whole budget" + (f"; {args.set}" if args.set else ""))
     worse, ratios = [], []
     with ProcessPoolExecutor(args.workers) as pool:
-        for name, n, d, o, b in pool.map(_table, [(str(data), t, args.eps, args.seeds, args.set) for t in names]):
+        for name, n, d, o, b in pool.map(_table, [(str(data), t, args.eps, args.seeds, args.set, args.delta) for t in names]):
             if d < 2:
                 continue
             ratios.append(o[1] / b[1])

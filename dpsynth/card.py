@@ -121,6 +121,7 @@ def _row_count_stage(plan: Any) -> list[dict[str, Any]]:
 
 def _share_rule(plan: Any) -> str:
     """How the noisy row count set the value model's share (card wording)."""
+    from dpsynth.marginals.budget import WIDE_COLUMNS
     from dpsynth.value_model import (
         DEFAULT_VALUE_RHO_SHARE,
         VALUE_COLUMNS_REFERENCE,
@@ -132,7 +133,14 @@ def _share_rule(plan: Any) -> str:
 
     b = plan.budget
     share = b.rho_values / max(b.rho_total - b.rho_rows, 1e-300)
-    f = value_columns_factor(b.value_columns)
+    f = 1.0 if b.wide else value_columns_factor(b.value_columns)
+    if b.wide:
+        return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
+                f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
+                f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%} whatever the number of numeric columns: on a table of more"
+                f" than {WIDE_COLUMNS} columns its share is taken from every column's one-way marginal, and those stay no"
+                f" worse than independent noisy one-ways; here n̂ = {b.noisy_rows:,}, √ρ = {b.rho_total ** 0.5:.4g}"
+                " (post-processing of the released count and the public schema)")
     return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
             f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
             f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; with more than {VALUE_COLUMNS_REFERENCE} numeric columns"

@@ -113,6 +113,9 @@ class BudgetSplit:
     noisy_rows: int | None = None
     #: the schema's value columns (:func:`dpsynth.value_model.value_columns`), which the share also follows
     value_columns: int = 0
+    #: whether the marginals method takes its wide path (a public fact of the schema), where the share does not
+    #: grow with the value columns (:data:`dpsynth.value_model.WIDE_VALUE_SHARE`)
+    wide: bool = False
 
     @property
     def adaptive(self) -> bool:
@@ -128,10 +131,10 @@ class BudgetSplit:
         if not self.adaptive:
             raise InputError("This budget split has a fixed share; there is nothing to resolve.")
         left = (self.rho_total - self.rho_rows) * (1 - 1e-12)
-        share = value_rho_share(noisy_rows, self.rho_total, self.value_columns)
+        share = value_rho_share(noisy_rows, self.rho_total, self.value_columns, self.wide)
         split = _zcdp_split(left, share, delta, epsilon)
         return replace(split, rho_total=self.rho_total, rho_rows=self.rho_rows, noisy_rows=int(noisy_rows),
-                       value_columns=self.value_columns)
+                       value_columns=self.value_columns, wide=self.wide)
 
     @property
     def has_values(self) -> bool:
@@ -259,13 +262,19 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
     and sets the share of the rest (:meth:`BudgetSplit.resolve`; ρ_n + ρ_v + ρ_main ≤ ρ, adaptive zCDP
     composition, the share being post-processing of the released count). Otherwise (δ = 0, or Laplace
     asked) the split is :func:`split_value_budget`'s basic composition of pure ε_v and (ε − ε_v, δ).
+    On the marginals method's wide path (``adaptive`` and more than
+    :data:`dpsynth.marginals.budget.WIDE_COLUMNS` columns) the default share is smaller
+    (:data:`dpsynth.value_model.WIDE_VALUE_SHARE`).
     """
     from dpsynth import zcdp
-    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, ROW_COUNT_RHO_SHARE, value_columns
+    from dpsynth.marginals.budget import WIDE_COLUMNS
+    from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, ROW_COUNT_RHO_SHARE, WIDE_VALUE_SHARE, value_columns
 
+    wide = adaptive and len(schema.columns) > WIDE_COLUMNS
     zcdp_path = delta > 0 and (mechanism or "auto").lower() != "laplace"
     if not zcdp_path or not value_columns(schema) or value_share == 0:
-        main, ev = split_value_budget(epsilon, schema, value_share)
+        default = WIDE_VALUE_SHARE if wide and value_columns(schema) else None
+        main, ev = split_value_budget(epsilon, schema, default if value_share is None else value_share)
         return BudgetSplit(epsilon_main=main, epsilon_values=ev)
     share = _check_share(DEFAULT_VALUE_RHO_SHARE if value_share is None else value_share)
     rho_total = zcdp.rho_from_epsilon(epsilon, delta)
@@ -273,7 +282,7 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
         return replace(_zcdp_split(rho_total, share, delta, epsilon), rho_total=rho_total)
     rho_rows = rho_total * ROW_COUNT_RHO_SHARE
     split = _zcdp_split((rho_total - rho_rows) * (1 - 1e-12), share, delta, epsilon)
-    return replace(split, rho_total=rho_total, rho_rows=rho_rows, value_columns=len(value_columns(schema)))
+    return replace(split, rho_total=rho_total, rho_rows=rho_rows, value_columns=len(value_columns(schema)), wide=wide)
 
 
 def _zcdp_split(rho: float, share: float, delta: float, epsilon: float) -> BudgetSplit:

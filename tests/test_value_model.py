@@ -1306,6 +1306,49 @@ def test_a_release_with_many_numeric_columns_gives_its_value_model_their_share()
     assert first["rho"] + priv["rho_main_method"] + priv["rho_value_model"] <= total
 
 
+def test_on_the_wide_path_the_value_share_does_not_grow_with_the_numeric_columns() -> None:
+    """A schema of more than :data:`dpsynth.marginals.budget.WIDE_COLUMNS` columns, 12 of them numeric: the
+    marginals method's share under zCDP stays within the five-column rule (at most
+    :data:`VALUE_RHO_SHARE_MAX`) and the card says why; under pure DP it is :data:`WIDE_VALUE_SHARE` of ε.
+    The same numeric columns in a schema of 24 columns, a share the caller sets, and the histogram method's
+    split are as before."""
+    from dpsynth import zcdp
+    from dpsynth.marginals.budget import WIDE_COLUMNS
+    from dpsynth.plan import split_budget
+    from dpsynth.value_model import DEFAULT_VALUE_SHARE, VALUE_RHO_SHARE_MAX, WIDE_VALUE_SHARE, value_rho_share
+
+    def schema(d: int) -> Schema:
+        return Schema(tuple(NumericColumn(name=f"x{j}", lower=0, upper=100, bins=5) if j < 12
+                            else CategoricalColumn(name=f"c{j}", categories=("a", "b")) for j in range(d)))
+
+    wide, narrow = schema(WIDE_COLUMNS + 6), schema(WIDE_COLUMNS)
+    total = zcdp.rho_from_epsilon(1.0, 1e-9)
+    w = split_budget(1.0, 1e-9, wide, None, adaptive=True)
+    n = split_budget(1.0, 1e-9, narrow, None, adaptive=True)
+    assert w.wide and not n.wide and w.value_columns == n.value_columns == 12
+    small = 500  # noisy rows: the share is at its cap
+    rw, rn = w.resolve(small, 1.0, 1e-9), n.resolve(small, 1.0, 1e-9)
+    left = total - w.rho_rows
+    assert rw.wide and rw.rho_values == pytest.approx(VALUE_RHO_SHARE_MAX * left)
+    assert rw.rho_values == pytest.approx(value_rho_share(small, total) * left)
+    assert rn.rho_values == pytest.approx(value_rho_share(small, total, 12) * left) and rn.rho_values > rw.rho_values
+    assert split_budget(1.0, 0.0, wide, None, adaptive=True).epsilon_values == pytest.approx(WIDE_VALUE_SHARE)
+    assert split_budget(1.0, 0.0, narrow, None, adaptive=True).epsilon_values == pytest.approx(DEFAULT_VALUE_SHARE)
+    assert split_budget(1.0, 0.0, wide, None).epsilon_values == pytest.approx(DEFAULT_VALUE_SHARE)  # histogram
+    assert split_budget(1.0, 0.0, wide, 0.2, adaptive=True).epsilon_values == pytest.approx(0.2)
+    assert split_budget(1.0, 1e-9, wide, 0.2, adaptive=True).rho_values == pytest.approx(0.2 * total)
+    # the card's rule for a wide release states the cap and why
+    g = np.random.default_rng(8)
+    df = pd.DataFrame({c.name: (g.integers(0, 100, 600).astype(str) if isinstance(c, NumericColumn)
+                                else g.choice(["a", "b"], 600)) for c in wide.columns})
+    rel = dpsynth.release(df, wide, epsilon=1.0, delta=1e-9, method="marginals", seed=4)
+    first = rel.card["privacy"]["stages"][0]
+    assert f"at most {VALUE_RHO_SHARE_MAX:.0%} whatever the number of numeric columns" in first["rule"]
+    assert f"more than {WIDE_COLUMNS} columns" in first["rule"]
+    n_hat = first["released"]["noisy_rows"]
+    assert rel.values.rho == pytest.approx(value_rho_share(n_hat, total) * (total - first["rho"]))
+
+
 def test_bin_counts_estimate_each_bin_within_their_stated_variance() -> None:
     """The released bin counts the marginals method fits as one-ways (:func:`bin_count_observations`): over
     40 releases they are unbiased in every bin (mean error within 1 stated standard deviation: about 4
