@@ -173,7 +173,7 @@ VALUE_RHO_SHARE_CEILING = 0.25
 #: one-column TVD of the synthetic rows ÷ that of independent noisy one-ways), zCDP / pure DP, before → after:
 #: 2,000 rows × 30 columns (12 numeric) 1.008 → 0.921 / 1.022 → 0.958; 1,000 × 60 (24 numeric) 1.012 → 0.965 /
 #: 0.973 → 0.949; 30 numeric columns × 2,000 rows 1.002 → 0.927 / 0.980 → 0.964; 2,000 × 45 and 5,000 × 45 were
-#: under 1 and gained 3–5%. The price is the values' KS distance on such tables (zCDP, 4 seeds): 1,000 × 60 0.158
+#: under 1 and gained 1–6%. The price is the values' KS distance on such tables (zCDP, 4 seeds): 1,000 × 60 0.158
 #: → 0.197, 30 numeric × 2,000 rows 0.068 → 0.079, 5,000 × 45 0.033 → 0.036. (3% of ε under pure DP: 0.988, 0.918
 #: and 0.909 on the first three, mixed against 5%, for more KS.)
 WIDE_VALUE_SHARE = 0.05
