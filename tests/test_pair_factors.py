@@ -15,6 +15,7 @@ from dpsynth.marginals.pair_factors import (
     PairFactor,
     conditional_logits,
     coupled_values,
+    distinct_rows,
     expected_table,
     fit_factor,
     grouping,
@@ -134,6 +135,46 @@ def test_expected_table_sums_each_configuration_rows_exactly() -> None:
         assert got.dtype == np.float64 and got.shape == (configs, k)
         assert np.array_equal(got, want)
         assert not got[-3:].any()
+
+
+def test_distinct_rows_lists_each_combination_once_with_its_rows() -> None:
+    """One first row per distinct combination of the columns (a float matrix and integer vectors, compared
+    byte for byte), and as many rows counted for it as share it."""
+    rng = np.random.default_rng(5)
+    n = 3_000
+    a = rng.integers(0, 4, n)
+    b = rng.integers(0, 3, n)
+    q = rng.normal(size=(6, 5))[rng.integers(0, 6, n)]  # six distinct rows of logits
+    first, counts = distinct_rows(q, a, b)
+    assert counts.sum() == n
+    keys = [(q[i].tobytes(), a[i], b[i]) for i in range(n)]
+    assert len(set(keys)) == len(first) == len({keys[i] for i in first})
+    for i, c in zip(first, counts, strict=True):
+        assert c == sum(k == keys[i] for k in keys)
+
+
+def test_fit_factor_fits_repeated_rows_as_the_rows_themselves() -> None:
+    """Rows that share their logits, configurations and current value are fitted once, weighted: the weights
+    come out as when every row is fitted on its own (made distinct by a constant added to each row's logits,
+    which leaves its law unchanged), with and without current values."""
+    rng = np.random.default_rng(6)
+    n, kg, kc = 20_000, 4, 5
+    parent = rng.integers(0, 8, n)
+    logits = rng.normal(size=(8, kc))[parent]
+    given = (parent + rng.integers(0, 2, n)) % kg
+    other = rng.integers(0, 3, n)
+    current = rng.integers(0, kc, n)
+    counts = np.bincount(given, minlength=kg)
+    target = rng.random((kg, kc)) + 0.2
+    target = target / target.sum(axis=1, keepdims=True) * counts[:, None]
+    kept = np.bincount(other * kc + current, minlength=3 * kc).reshape(3, kc).astype(np.float64)
+    spread = logits + np.arange(n)[:, None] * 2.0**-20  # every row distinct, the same law
+    assert len(distinct_rows(spread)[0]) == n and len(distinct_rows(logits, other, given, current)[0]) <= 8 * 3 * 2 * kc
+    for cur in (None, current):
+        fast = fit_factor(logits, [other, given], [kept, target], iters=8, current=cur)
+        slow = fit_factor(spread, [other, given], [kept, target], iters=8, current=cur)
+        for f, s in zip(fast, slow, strict=True):
+            np.testing.assert_allclose(f, s, rtol=1e-5, atol=1e-6)
 
 
 def test_target_takes_differences_beyond_the_noise_only() -> None:

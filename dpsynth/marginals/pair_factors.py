@@ -244,14 +244,27 @@ def apply_factors(steps: Sequence, sizes: Sequence[int], factors: Sequence[PairF
     return rows
 
 
-def grouping(cfg: np.ndarray, configs: int) -> sparse.csr_matrix:
-    """The (configs × rows) 0/1 matrix that sums rows by their configuration ``cfg``: built once per
-    term of a factor, it makes :func:`expected_table` a sparse product, which sums each
-    configuration's rows in row order as ``np.bincount`` did (the same floating-point result) in a
-    third of the time (65,536 rows × 42 categories: 3 ms against 11 ms; a factor's sweeps take one
-    per term)."""
+def grouping(cfg: np.ndarray, configs: int, weights: np.ndarray | None = None) -> sparse.csr_matrix:
+    """The (configs × rows) matrix that sums rows by their configuration ``cfg``, each row ``weights``
+    times (default once): built once per term of a factor, it makes :func:`expected_table` a sparse
+    product, which sums each configuration's rows in row order as ``np.bincount`` did (the same
+    floating-point result) in a third of the time (65,536 rows × 42 categories: 3 ms against 11 ms; a
+    factor's sweeps take one per term)."""
     n = len(cfg)
-    return sparse.csr_matrix((np.ones(n), (cfg, np.arange(n))), shape=(configs, n))
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    return sparse.csr_matrix((w, (cfg, np.arange(n))), shape=(configs, n))
+
+
+def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of each distinct combination of the rows of ``columns`` (arrays of the same length,
+    1-D or 2-D, compared byte for byte) and how many rows share it. Rows that agree on every input of
+    :func:`fit_factor` have the same law, so it fits each combination once, weighted by its rows."""
+    n = len(columns[0])
+    key = np.ascontiguousarray(np.concatenate(
+        [np.ascontiguousarray(c).reshape(n, -1).view(np.uint8).reshape(n, -1) for c in columns], axis=1))
+    rows = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+    _, first, counts = np.unique(rows, return_index=True, return_counts=True)
+    return first, counts
 
 
 def expected_table(p: np.ndarray, group: sparse.csr_matrix) -> np.ndarray:
@@ -272,15 +285,25 @@ def fit_factor(q_logits: np.ndarray, cfgs: Sequence[np.ndarray], targets: Sequen
     A cell the rows barely take (q gives it under :data:`MIN_REACH` expected rows) is left out of
     its term: its target mass is spread over the rest of its row and its weight stays 0. A target
     row is scaled to the rows with that configuration. Each step moves a log-weight by at most
-    :data:`MAX_STEP`."""
+    :data:`MAX_STEP`.
+
+    The rows are fitted once per distinct combination of their logits, configurations and current
+    value (:func:`distinct_rows`), each weighted by its rows: their laws are the same, so the tables
+    are the same sums up to the order of floating-point additions. On Adult's working sample of 65,536
+    rows the factors see 1,000–28,000 distinct rows."""
     k = q_logits.shape[1]
+    first, mult = distinct_rows(q_logits, *cfgs, *([] if current is None else [current]))
+    q_logits = np.asarray(q_logits)[first]
+    cfgs = [np.asarray(c)[first] for c in cfgs]
+    current = None if current is None else np.asarray(current)[first]
+    weight = mult.astype(np.float64)
     base = _softmax(np.array(q_logits, dtype=np.float64))
     lams, goals, reach, active, groups = [], [], [], [], []
     for cfg, target in zip(cfgs, targets, strict=True):
         configs = len(target)
-        groups.append(grouping(cfg, configs))
+        groups.append(grouping(cfg, configs, weight))
         r = expected_table(base, groups[-1]) >= MIN_REACH
-        counts = np.bincount(cfg, minlength=configs).astype(np.float64)
+        counts = np.bincount(cfg, weights=weight, minlength=configs)
         t = np.where(r, np.maximum(np.asarray(target, dtype=np.float64), 0.0), 0.0)
         ts = t.sum(axis=1, keepdims=True)
         t = np.where(ts > 0, t / np.where(ts > 0, ts, 1.0), 0.0) * counts[:, None]
