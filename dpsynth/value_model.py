@@ -169,8 +169,9 @@ VALUE_RHO_SHARE_CEILING = 0.25
 #: columns (f = 1 in :func:`value_rho_share`: at most :data:`VALUE_RHO_SHARE_MAX`), and under pure DP the
 #: default share is this instead of :data:`DEFAULT_VALUE_SHARE` (under basic composition a share of ε costs
 #: the one-ways' noise about twice what the same share of ρ does). Tables of Adult's columns copied side by
-#: side, rows shuffled per copy, at ε = 1 (``benchmarks/bench_independent.py --delta 1e-9 / 0``, 16 seeds; the
-#: one-column TVD of the synthetic rows ÷ that of independent noisy one-ways), zCDP / pure DP, before → after:
+#: side, rows shuffled per copy (``benchmarks/tables/wide_copies.py``), at ε = 1
+#: (``benchmarks/bench_independent.py --delta 1e-9 / 0``, 16 seeds; the one-column TVD of the synthetic rows ÷
+#: that of independent noisy one-ways), zCDP / pure DP, before → after:
 #: 2,000 rows × 30 columns (12 numeric) 1.008 → 0.921 / 1.022 → 0.958; 1,000 × 60 (24 numeric) 1.012 → 0.965 /
 #: 0.973 → 0.949; 30 numeric columns × 2,000 rows 1.002 → 0.927 / 0.980 → 0.964; 2,000 × 45 and 5,000 × 45 were
 #: under 1 and gained 1–6%. The price is the values' KS distance on such tables (zCDP, 4 seeds): 1,000 × 60 0.158
