@@ -133,21 +133,19 @@ def _share_rule(plan: Any) -> str:
 
     b = plan.budget
     share = b.rho_values / max(b.rho_total - b.rho_rows, 1e-300)
-    f = 1.0 if b.wide else value_columns_factor(b.value_columns)
-    if b.wide:
-        return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
-                f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
-                f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%} whatever the number of numeric columns: on a table of more"
-                f" than {WIDE_COLUMNS} columns its share is taken from every column's one-way marginal, and those stay no"
-                f" worse than independent noisy one-ways; here n̂ = {b.noisy_rows:,}, √ρ = {b.rho_total ** 0.5:.4g}"
-                " (post-processing of the released count and the public schema)")
-    return (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
+    head = (f"the value model gets {share:.1%} of the ρ left after the count: {DEFAULT_VALUE_RHO_SHARE:.0%} when the noisy"
             f" rows n̂ times √ρ reach {VALUE_SHARE_FULL_SIZE:g}, more as the table is smaller (in proportion to"
-            f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}; with more than {VALUE_COLUMNS_REFERENCE} numeric columns"
+            f" 1/(n̂·√ρ)²), at most {VALUE_RHO_SHARE_MAX:.0%}")
+    tail = " (post-processing of the released count and the public schema)"
+    if b.wide:
+        return (f"{head} whatever the number of numeric columns: on a table of more than {WIDE_COLUMNS} columns its share"
+                " is taken from every column's one-way marginal, which the wide path keeps about as accurate as"
+                f" independent noisy one-ways; here n̂ = {b.noisy_rows:,}, √ρ = {b.rho_total ** 0.5:.4g}{tail}")
+    f = value_columns_factor(b.value_columns)
+    return (f"{head}; with more than {VALUE_COLUMNS_REFERENCE} numeric columns"
             f" to describe, that growing share and its cap are multiplied by their number ÷ {VALUE_COLUMNS_REFERENCE}"
             f" (each column's part stays as large), at most {VALUE_RHO_SHARE_CEILING:.0%}; here n̂ = {b.noisy_rows:,},"
-            f" √ρ = {b.rho_total ** 0.5:.4g} and {b.value_columns} numeric columns (×{f:.3g})"
-            " (post-processing of the released count and the public schema)")
+            f" √ρ = {b.rho_total ** 0.5:.4g} and {b.value_columns} numeric columns (×{f:.3g}){tail}")
 
 
 def _stages(plan: Any, result: Any) -> list[dict[str, Any]]:

@@ -290,7 +290,7 @@ def fit_factor(q_logits: np.ndarray, cfgs: Sequence[np.ndarray], targets: Sequen
     The rows are fitted once per distinct combination of their logits, configurations and current
     value (:func:`distinct_rows`), each weighted by its rows: their laws are the same, so the tables
     are the same sums up to the order of floating-point additions. On Adult's working sample of 65,536
-    rows the factors see 1,000–28,000 distinct rows."""
+    rows the factors see 1,000–47,000 distinct rows (``benchmarks/bench_factor_fit.py``)."""
     k = q_logits.shape[1]
     first, mult = distinct_rows(q_logits, *cfgs, *([] if current is None else [current]))
     q_logits = np.asarray(q_logits)[first]
