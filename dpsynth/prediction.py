@@ -105,9 +105,11 @@ def predict_utility(
 
     rel = Neighbours.parse(neighbours)
     split = split_budget(epsilon, delta, schema, None, mechanism)  # the main method's share (the rest: numeric values)
-    epsilon = split.epsilon_main
     mech = split.main_mechanism(delta, rel, max_contributions, mechanism)
     chosen, why = choose_method(schema, mech, method, expected_rows)
+    if chosen == "marginals":  # as the plan does: the marginals method's own split (a smaller value share when wide)
+        split = split_budget(epsilon, delta, schema, None, mechanism, adaptive=True)
+    epsilon = split.epsilon_main
     n = int(expected_rows) if expected_rows else DEFAULT_ROWS
     sizes = list(schema.sizes)
     if chosen == "histogram":

@@ -83,3 +83,24 @@ def test_post_release_check_names_collapsed_and_empty_columns() -> None:
     verdict = release_verdict(syn)
     assert not verdict.ok and "age" in verdict.message and "note" in verdict.message
     assert release_verdict(syn[["sex"]]).ok
+
+
+def test_the_prediction_runs_on_the_main_budget_the_plan_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marginals method's prediction uses the main method's ε of the release's own plan: on a table of
+    more than 24 columns with numeric ones, under pure DP the value model keeps 5% of ε there, not 10%."""
+    from dpsynth import prediction
+    from dpsynth.plan import ReleaseRequest, make_plan
+    from dpsynth.value_model import WIDE_VALUE_SHARE
+
+    schema = Schema(tuple(NumericColumn(name=f"x{j}", lower=0, upper=100, bins=5) if j < 10
+                          else CategoricalColumn(name=f"c{j}", categories=("a", "b", "c")) for j in range(30)))
+    seen: list[float] = []
+    real = prediction._marginals
+    monkeypatch.setattr(prediction, "_marginals", lambda sizes, eps, *a: seen.append(eps) or real(sizes, eps, *a))
+    for delta in (0.0, 1e-9):
+        pred = predict_utility(schema, 1.0, delta, method="marginals", expected_rows=5_000)
+        plan = make_plan(ReleaseRequest(schema=schema, epsilon=1.0, delta=delta, method="marginals"))
+        assert pred.method == plan.method == "marginals"
+        assert seen[-1] == plan.budget.epsilon_main
+    assert seen[0] == pytest.approx(1.0 - WIDE_VALUE_SHARE)
+
