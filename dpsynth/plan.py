@@ -273,8 +273,7 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
     wide = adaptive and len(schema.columns) > WIDE_COLUMNS
     zcdp_path = delta > 0 and (mechanism or "auto").lower() != "laplace"
     if not zcdp_path or not value_columns(schema) or value_share == 0:
-        default = WIDE_VALUE_SHARE if wide and value_columns(schema) else None
-        main, ev = split_value_budget(epsilon, schema, default if value_share is None else value_share)
+        main, ev = split_value_budget(epsilon, schema, WIDE_VALUE_SHARE if wide and value_share is None else value_share)
         return BudgetSplit(epsilon_main=main, epsilon_values=ev)
     share = _check_share(DEFAULT_VALUE_RHO_SHARE if value_share is None else value_share)
     rho_total = zcdp.rho_from_epsilon(epsilon, delta)
