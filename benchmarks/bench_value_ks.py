@@ -19,6 +19,7 @@ KS that the main model's one-way error leaves before the value model adds its ow
     python benchmarks/bench_value_ks.py --only titanic --alone --decimals fare=4  # a curator declares a fine grid
     python benchmarks/bench_value_ks.py --only survey --rows 3000 10000 --seeds 24   # incomes under wide bounds
     python benchmarks/bench_value_ks.py --only claims --rows 8000 --alone --seeds 20  # amounts with cents, wide bounds
+    python benchmarks/bench_value_ks.py --only claims --rows 8000 --alone --seeds 20 --set 'dpsynth.value_model.ROUNDING_GAP_WEAK_Z=1.0'
 
 ``--alone`` measures what the value model adds by itself: value models fitted with the budget the
 release gives them (its ε_v or ρ_v), the real rows' bins with their exact shares, and inside each bin
@@ -243,7 +244,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--branching", type=int, nargs="+", default=[MAX_BRANCHING], help="with --alone")
     ap.add_argument("--decimals", nargs="+", default=[], metavar="COLUMN=D",
                     help="declare these numeric columns' decimals in the schema (as a curator would)")
+    ap.add_argument("--set", default="", metavar="MODULE.NAME=VALUE;…",
+                    help="override module constants before releasing, as peers/aim_suite.py does")
     args = ap.parse_args(argv)
+    if args.set:
+        sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+        from aim_suite import apply_settings
+
+        apply_settings(args.set)
     declared = {k: int(v) for k, v in (a.split("=", 1) for a in args.decimals)}
 
     for name, df, schema in tables(Path(args.data), args.rows, args.only):
