@@ -251,7 +251,7 @@ class Archive:
         ::
 
             with archive.recording(dataset_id=ds, label=..., epsilon=1, delta=0, method="histogram") as rec:
-                rel = release(df, schema, ledger=ledger, dataset_id=ds, epsilon=1)  # charge carries rec.release_id
+                rel = release(df, schema, ledger=ledger, dataset_id=ds, epsilon=1, method="histogram")  # charge carries rec.release_id
                 rec.complete(release_archive_files(rel))
         """
         entry = self.begin(dataset_id=dataset_id, label=label, epsilon=epsilon, delta=delta, method=method,

@@ -229,7 +229,7 @@ def release(
     delta: float = 0.0,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     mechanism: str = "auto",
-    method: Method = "histogram",
+    method: Method = "auto",
     rows: int | None = None,
     rng: np.random.Generator | None = None,
     seed: int | None = None,
@@ -256,7 +256,10 @@ def release(
     it is discrete Gaussian unless ``mechanism='laplace'``. If a ``ledger`` is given the spend is
     committed to it before any noise is drawn, and a spend over the dataset's budget is refused.
 
-    ``rng`` defaults to a CSPRNG (:func:`dpsynth.noise.secure_rng`); ``seed`` makes the release
+    ``method`` "auto" (the default, as on the command line and the dashboard) decides from public inputs
+    alone (:func:`dpsynth.plan.choose_method`): the full histogram when its noise leaves a table of
+    ``expected_rows`` (10,000 if not given) readable, else the marginals method; "histogram" or
+    "marginals" force one. ``rng`` defaults to a CSPRNG (:func:`dpsynth.noise.secure_rng`); ``seed`` makes the release
     reproducible and the card then says it is not for publication. Runs :func:`dpsynth.pipeline.run`.
     """
     if not isinstance(df, pd.DataFrame) or len(df.columns) == 0:
@@ -294,7 +297,7 @@ def release_from_source(
     synthetic_path: str | Any = None,
     threshold: int = 1,
     sparse_method: str = "auto",
-    method: Method = "histogram",
+    method: Method = "auto",
     archive: Any = None,
     value_share: float | None = None,
     accept_data_derived: bool = True,

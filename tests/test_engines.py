@@ -256,7 +256,7 @@ def test_release_from_source_sparse_path_for_huge_domain(tmp_path) -> None:
     df = pd.DataFrame({f"v{i}": rng.normal(50, 5, 5000).round(1).astype(str) for i in range(4)})
     path = tmp_path / "big.parquet"
     df.to_parquet(path, index=False)
-    rel = release_from_source(path, schema, epsilon=2.0, seed=1, threshold=8)
+    rel = release_from_source(path, schema, epsilon=2.0, seed=1, threshold=8, method="histogram")
     assert rel.sparse is not None and rel.card["released_tables"]["threshold"] == 8
     assert len(rel.histogram) == len(rel.sparse.cells) < 10_000
     assert (rel.histogram["count"] >= 8).all()
@@ -270,7 +270,8 @@ def test_infeasible_sparse_release_is_refused_before_spending(tmp_path) -> None:
 
     ledger = Ledger(tmp_path / "l.sqlite")
     schema = Schema(tuple(NumericColumn(name=f"v{i}", lower=0, upper=1, bins=1000) for i in range(4)))
-    msg = _error(lambda: release_from_source(tmp_path / "absent.csv", schema, epsilon=1.0, ledger=ledger))
+    msg = _error(lambda: release_from_source(tmp_path / "absent.csv", schema, epsilon=1.0, ledger=ledger,
+                                              method="histogram"))
     assert "threshold of about" in msg
     assert ledger.datasets() == []
 

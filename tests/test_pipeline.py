@@ -63,6 +63,19 @@ def _cli_zip(stored: dict[str, Path], source: Path, engine: str, tmp: Path, *ext
     return out.read_bytes(), z.read_bytes()
 
 
+def test_the_python_api_chooses_the_method_as_the_command_line_does(stored: dict[str, Path], tmp_path: Path) -> None:
+    """With no method given, the API decides it from public inputs as the CLI and the dashboard do ("auto"): on a
+    table whose full histogram would be noise (3,840 cells at ε = 1) both release marginals, the same bytes."""
+    _, zip0 = _cli_zip(stored, stored["csv"], "pandas", tmp_path)
+    import dpsynth
+
+    rel = dpsynth.release(_table(), _schema(), epsilon=1.0, delta=1e-6, seed=11, dataset_label="data",
+                          ledger=dpsynth.Ledger(tmp_path / "api.sqlite"))
+    card = json.loads(zipfile.ZipFile(io.BytesIO(zip0)).read("card.json"))
+    assert card["method"]["name"] == rel.card["method"]["name"] == "marginals"
+    assert rel.zip() == zip0
+
+
 @pytest.mark.parametrize("method", ["histogram", "marginals"])
 def test_same_bytes_from_every_engine_and_format(stored: dict[str, Path], tmp_path: Path, method: str) -> None:
     runs = {
@@ -146,7 +159,7 @@ def test_sparse_and_escaped_histograms_resample_from_their_own_files(tmp_path: P
     rng = np.random.default_rng(0)
     df = pd.DataFrame({**{f"v{i}": rng.normal(50, 5, 4000).round(1) for i in range(4)},
                        "c": rng.choice(["=a", "+b", "-1"], 4000)})
-    rel = dpsynth.release(df, schema, epsilon=2.0, seed=3, threshold=8)
+    rel = dpsynth.release(df, schema, epsilon=2.0, seed=3, threshold=8, method="histogram")
     assert rel.sparse is not None
     back = Release.from_files(rel.files())
     assert back.synthetic_bytes() == rel.synthetic_bytes()
