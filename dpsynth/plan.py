@@ -267,10 +267,10 @@ def split_budget(epsilon: float, delta: float, schema: Schema, value_share: floa
     (:data:`dpsynth.value_model.WIDE_VALUE_SHARE`).
     """
     from dpsynth import zcdp
-    from dpsynth.marginals.budget import WIDE_COLUMNS
+    from dpsynth.marginals.budget import is_wide
     from dpsynth.value_model import DEFAULT_VALUE_RHO_SHARE, ROW_COUNT_RHO_SHARE, WIDE_VALUE_SHARE, value_columns
 
-    wide = adaptive and len(schema.columns) > WIDE_COLUMNS
+    wide = adaptive and is_wide(len(schema.columns))
     zcdp_path = delta > 0 and (mechanism or "auto").lower() != "laplace"
     if not zcdp_path or not value_columns(schema) or value_share == 0:
         main, ev = split_value_budget(epsilon, schema, WIDE_VALUE_SHARE if wide and value_share is None else value_share)

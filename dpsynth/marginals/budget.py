@@ -193,6 +193,13 @@ def mech_text(m: Measurement, plan: Plan) -> str:
 # candidates scored against independence of the released one-ways (all pair counts once, no
 # refit between rounds), so selection costs O(d²) counts rather than O(d³) model estimates.
 WIDE_COLUMNS = 24
+
+
+def is_wide(columns: int) -> bool:
+    """Whether a table of ``columns`` columns takes the wide path (more than :data:`WIDE_COLUMNS`): a public
+    fact of the schema, which the release's budget split (:func:`dpsynth.plan.split_budget`) reads too."""
+    return columns > WIDE_COLUMNS
+
 # Three-way measurements are offered when a typical pair measurement's expected L1 noise is at most
 # 1/TRIPLES_SNR of the noisy total (AIM's rule of keeping a measurement's noise below its signal).
 TRIPLES_SNR = 10.0
@@ -433,7 +440,7 @@ def first_one_way_share(pure: bool, d: int) -> float:
     if d <= 1:
         return 1.0
     if pure:
-        return ONE_WAY_SHARE_PURE if d <= WIDE_COLUMNS else WIDE_ONE_WAY_SHARE_PURE
+        return WIDE_ONE_WAY_SHARE_PURE if is_wide(d) else ONE_WAY_SHARE_PURE
     return ONE_WAY_SHARE
 
 
@@ -458,7 +465,7 @@ def capacity(plan: Plan, sizes: tuple[int, ...], n_hat: float, one_way: list[np.
     if d < 2:
         return Capacity(rounds=0, triples=False, wide=False, one_way_extra=0.0, select_share=0.0, snr=0.0)
     n = max(float(n_hat), 1.0)
-    wide = d > WIDE_COLUMNS
+    wide = is_wide(d)
     rounds = (d - 1) if (d <= 2 or wide) else max(d - 1, round(rounds_per_column * (d - 1)))
     base_var = plan.preview(plan.total / d).variance
     base = sum(_expected_tvd(p, n, base_var) for p in one_way)
