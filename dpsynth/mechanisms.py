@@ -118,6 +118,15 @@ class DiscreteLaplace:
         p = math.exp(-1.0 / float(self.scale))
         return min(1.0, 2.0 * p**t / (1.0 + p))
 
+    def upper_tail_mean(self, t: int) -> float:
+        """E[Z·1(Z ≥ t)] for an integer t ≥ 1: pᵗ(t(1−p) + p) / ((1+p)(1−p)), summing the geometric tail
+        of P(Z = z) = (1−p)/(1+p)·p^|z|."""
+        t = max(1, int(t))
+        if self.scale == 0:
+            return 0.0
+        p = math.exp(-1.0 / float(self.scale))
+        return p**t * (t * (1.0 - p) + p) / ((1.0 + p) * (1.0 - p))
+
     def describe(self) -> dict[str, Any]:
         """Release-card entry."""
         return {
@@ -226,6 +235,13 @@ class DiscreteGaussian:
         z = np.arange(-math.ceil(40 * s + 40), math.ceil(40 * s + 40) + 1)
         w = np.exp(-(z.astype(float) ** 2) / (2 * float(self.sigma2)))
         return float(w[np.abs(z) >= math.ceil(a)].sum() / w.sum())
+
+    def upper_tail_mean(self, t: int) -> float:
+        """E[Z·1(Z ≥ t)] for an integer t ≥ 1, summed from the exact pmf."""
+        s = math.sqrt(float(self.sigma2))
+        z = np.arange(-math.ceil(40 * s + 40), math.ceil(40 * s + 40) + 1)
+        w = np.exp(-(z.astype(float) ** 2) / (2 * float(self.sigma2)))
+        return float((w * z)[z >= max(1, int(t))].sum() / w.sum())
 
     def describe(self) -> dict[str, Any]:
         """Release-card entry."""

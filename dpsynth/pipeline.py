@@ -175,7 +175,7 @@ def run(
         say(0.52, "Adding noise" if plan.method == "histogram" else "Selecting and measuring marginals")
         result = _measure(counted, plan, rng, lambda f, m: say(0.52 + 0.33 * f, m), values)
         post_seed = post_processing_seed(rng)
-        rows = plan.synthetic_rows(result.noisy_total)
+        rows = plan.synthetic_rows(result)
         card = build_card(plan, result, rows=rows, post_seed=post_seed, secure=secure, seed=seed,
                           created=created if created is not None else (None if secure else "reproducible (seeded) release"),
                           label=dataset_label, release_id=rec.release_id if rec is not None and secure else release_id,

@@ -93,6 +93,11 @@ class NoisyHistogram(_HistogramFile):
         """Sum of the unclamped noisy counts (unbiased for n), at least 0."""
         return max(0, int(round(float(np.sum(self.counts)))))
 
+    @property
+    def listed_total(self) -> int:
+        """Sum of the counts of at least the threshold (the ones rows are drawn from)."""
+        return int(np.sum(self.counts[self.counts >= max(1, self.threshold)]))
+
     def sampler(self, rows: int, seed: int) -> RowSampler:
         check_rows(int(rows))
         kept = self.counts if self.threshold == 1 else np.where(self.counts >= self.threshold, self.counts, 0)
@@ -115,7 +120,12 @@ class SparseHistogram(_HistogramFile):
 
     @property
     def noisy_total(self) -> int:
-        # the unclamped total's noise grows like √cells; the listed counts' sum is the usable size
+        """Sum of every cell's unclamped noisy count, listed or not (drawn from its exact law), at least 0."""
+        return max(0, int(self.hist.total))
+
+    @property
+    def listed_total(self) -> int:
+        """Sum of the listed counts (all of at least the threshold)."""
         return int(np.sum(self.hist.values))
 
     def sampler(self, rows: int, seed: int) -> RowSampler:

@@ -621,6 +621,7 @@ def _rows_equal_n(setattr_: Callable[[Any, str, Any], None]) -> None:
 
     setattr_(PIPELINE, "encode", encode)
     setattr_(RESULTS.NoisyHistogram, "noisy_total", property(lambda self: seen["n"]))
+    setattr_(RESULTS.NoisyHistogram, "listed_total", property(lambda self: seen["n"]))
 
 
 def _replace_one_as_add_remove(setattr_: Callable[[Any, str, Any], None]) -> None:

@@ -121,6 +121,7 @@ def test_mutants_patch_the_real_code_and_are_removed(mutant: str) -> None:
 
     def patched() -> tuple:
         return (rel_mod.release, pipe_mod.encode, res_mod.NoisyHistogram.__dict__["noisy_total"],
+                res_mod.NoisyHistogram.__dict__["listed_total"],
                 mech_mod.histogram_l1_sensitivity, DiscreteLaplace.__call__, DiscreteLaplace.__dict__["calibrate"])
 
     before = patched()

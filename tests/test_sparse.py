@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -184,3 +185,47 @@ def test_caller_generator_state_does_not_depend_on_the_data() -> None:
         noise_sparse(cells, counts, 100_000, mech, rng=rng, threshold=3)
         after.append(rng.integers(0, 2**63, 4).tolist())
     assert after[0] == after[1]
+
+
+@pytest.mark.parametrize("mech", [DiscreteLaplace.calibrate(1.0, "add-remove"),
+                                  DiscreteLaplace.calibrate(0.3, "replace-one"),
+                                  DiscreteGaussian.calibrate(1.0, 1e-6, "add-remove")], ids=["lap1", "lap03", "gauss"])
+@pytest.mark.parametrize("tau", [1, 2, 5])
+def test_upper_tail_mean_matches_the_noise(mech: Mechanism, tau: int) -> None:
+    """E[Z·1(Z ≥ τ)], the empty cells' expected excess in a listed sum, against 400,000 draws (5 standard errors)."""
+    z = mech(np.zeros(400_000, dtype=np.int64), rng=noise.seeded_rng(11))
+    part = np.where(z >= tau, z, 0).astype(float)
+    assert abs(part.mean() - mech.upper_tail_mean(tau)) < 5 * part.std() / np.sqrt(len(part)) + 1e-12
+
+
+def test_histogram_row_total_is_one_rule_for_dense_and_sparse_domains() -> None:
+    """The listed sum sets the row count only where empty cells are expected to add less than the unclamped
+    sum's spread; the domain's size alone (dense or sparse) does not switch it."""
+    from dpsynth.histogram import MAX_DENSE_CELLS
+    from dpsynth.plan import histogram_row_total
+
+    lap = DiscreteLaplace.calibrate(1.0, "add-remove")
+    for n_cells in (MAX_DENSE_CELLS - 1, MAX_DENSE_CELLS + 1):
+        assert histogram_row_total(n_cells, lap, 1) == "unclamped"  # τ = 1: ~0.43 extra rows per empty cell
+        assert histogram_row_total(n_cells, lap, 40) == "listed"  # no empty cell passes τ = 40 in practice
+    assert histogram_row_total(100, lap, 1) == "unclamped"
+    assert histogram_row_total(100, lap, 8) == "listed"
+
+
+def test_a_forced_histogram_of_a_huge_domain_has_about_n_rows() -> None:
+    """Threshold 1 on 10.6 million cells: the synthetic row count is the unclamped noisy total (n ± a few
+    √N·sd), not the hundreds of thousands of cells that noise alone lists."""
+    from dpsynth import release
+
+    cats = [f"c{i}" for i in range(26)]
+    schema = Schema([CategoricalColumn(name=f"x{j}", categories=tuple(cats)) for j in range(5)]
+                    + [CategoricalColumn(name="y", categories=("a", "b", "c", "d", "e", "f"))])
+    assert schema.n_cells > 10_000_000
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({**{f"x{j}": rng.choice(cats[:4], 3000) for j in range(5)}, "y": rng.choice(["a", "b"], 3000)})
+    rel = release(df, schema, epsilon=4.0, method="histogram", rng=noise.seeded_rng(5))
+    assert rel.plan.representation == "sparse" and rel.plan.row_total == "unclamped"
+    spread = np.sqrt(schema.n_cells) * rel.plan.mechanism.noise_std()
+    assert len(rel.sparse.cells) > 100_000  # noise lists many empty cells at τ = 1 ...
+    assert abs(rel.rows - 3000) < 5 * spread  # ... the rows follow the data's size
+    assert rel.card["post_processing"]["synthetic_rows_source"].startswith("the noisy total")
