@@ -110,7 +110,12 @@ def build_card(
 
 
 def _row_count_stage(plan: Any) -> list[dict[str, Any]]:
-    """The noisy row count that set an adaptive budget split (none for a fixed share)."""
+    """The noisy row count that set an adaptive budget split, or a histogram release's row count (none otherwise)."""
+    if plan.budget.epsilon_rows > 0:
+        m = plan.histogram_rows_mechanism().describe()
+        return [{"stage": "noisy row count: sets the number of synthetic rows (basic composition with the rest)",
+                 "mechanism": m["mechanism"], "guarantee": m["guarantee"], "epsilon": plan.budget.epsilon_rows,
+                 "delta": 0.0, "scale": m["scale"]}]
     if not plan.budget.adaptive:
         return []
     m = plan.row_count_mechanism().describe()
@@ -175,21 +180,26 @@ def _composition(plan: Any, result: Any, stages: list[dict[str, Any]]) -> str:
         # the value model's stage is composed in ρ just below; only further stages add up in (ε, δ)
         counted = 1 if plan.budget.adaptive else 0
         others = len(stages) - (1 if plan.method == "histogram" else len(result.model.stages)) - 1 - counted
-        tail = (" The other stages listed compose with these by basic composition: their ε and δ add up to the"
-                " totals above." if others > 0 else "")
+        tail = ((f" The noisy row count (ε_n = {plan.budget.epsilon_rows:g}, pure) composes" if plan.budget.epsilon_rows > 0
+                 else " The other stages listed compose") + " with these by basic composition: their ε and δ add up to"
+                " the totals above." if others > 0 else "")
         first = (f" three parts: a noisy row count ρ_n = {plan.budget.rho_rows:.6g}-zCDP, which sets the split of the"
                  " rest (adaptive composition: the split is a function of the released count);"
                  if counted else " two parts:")
         tail = (f" zCDP composition of{first} the {plan.method} method is ρ = {plan.budget.rho_main:.6g}-zCDP (alone"
                 f" ({plan.budget.epsilon_main:.6g}, {plan.request.delta:g})-DP) and the value model of the numeric columns"
                 f" ρ_v = {plan.budget.rho_values:.6g}-zCDP; their ρ add up (Bun & Steinke 2016, Lemma 2.3) to at most"
-                f" {plan.budget.rho_total:.6g}, which is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP by Canonne,"
+                f" {plan.budget.rho_total:.6g}, which is ({plan.request.epsilon - plan.budget.epsilon_rows:g},"
+                f" {plan.request.delta:g})-DP by Canonne,"
                 " Kamath & Steinke 2020, Corollary 13." + tail)
     elif plan.budget.epsilon_values > 0:
-        tail = (f" Basic composition of two parts: the {plan.method} method is (ε − ε_v = {plan.budget.epsilon_main:g},"
-                f" δ = {plan.request.delta:g})-DP and the value model of the numeric columns is ε_v ="
-                f" {plan.budget.epsilon_values:g}-DP (pure), so the release is ({plan.request.epsilon:g},"
-                f" {plan.request.delta:g})-DP." + tail)
+        counted = plan.budget.epsilon_rows > 0
+        tail = (f" Basic composition of {'three' if counted else 'two'} parts: the {plan.method} method is"
+                f" (ε − ε_v{' − ε_n' if counted else ''} = {plan.budget.epsilon_main:g},"
+                f" δ = {plan.request.delta:g})-DP{',' if counted else ' and'} the value model of the numeric columns is"
+                f" ε_v = {plan.budget.epsilon_values:g}-DP (pure)"
+                + (f" and the noisy row count ε_n = {plan.budget.epsilon_rows:g}-DP (pure)" if counted else "")
+                + f", so the release is ({plan.request.epsilon:g}, {plan.request.delta:g})-DP." + tail)
     if plan.method == "histogram":
         return ("One measurement: each row is in exactly one cell, so the noisy counts of all cells together cost"
                 " (ε, δ) once (parallel composition over disjoint cells); everything after the noise — clamping,"

@@ -25,7 +25,7 @@ from typing import Any
 
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.mechanisms import DiscreteGaussian, Mechanism, calibrate, check_delta, check_epsilon
+from dpsynth.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism, calibrate, check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours
 from dpsynth.schema import Schema
 from dpsynth.synthesis import MAX_SYNTHETIC_ROWS
@@ -116,6 +116,9 @@ class BudgetSplit:
     #: whether the marginals method takes its wide path (a public fact of the schema), where the share does not
     #: grow with the value columns (:data:`dpsynth.value_model.WIDE_VALUE_SHARE`)
     wide: bool = False
+    #: pure ε of a histogram release's noisy row count (:data:`HISTOGRAM_ROWS_SHARE`; 0: none), composed by basic
+    #: composition with the rest of the split, which was made for ε − ``epsilon_rows``
+    epsilon_rows: float = 0.0
 
     @property
     def adaptive(self) -> bool:
@@ -186,6 +189,9 @@ class ReleasePlan:
         """How the synthetic row count is set (card wording)."""
         if self.request.rows is not None:
             return "set by the curator"
+        if self.row_total == "count":
+            return (f"a noisy count of the rows (ε = {self.budget.epsilon_rows:g}, discrete Laplace), at most"
+                    f" {MAX_SYNTHETIC_ROWS:,}")
         if self.row_total == "listed":
             return (f"the sum of the released counts of at least {max(1, self.request.threshold)}, at most"
                     f" {MAX_SYNTHETIC_ROWS:,}")
@@ -196,8 +202,20 @@ class ReleasePlan:
         at the row limit."""
         if self.request.rows is not None:
             return self.request.rows
-        total = result.listed_total if self.row_total == "listed" else result.noisy_total
+        if self.row_total == "listed":
+            total = result.listed_total
+        elif self.row_total == "count":
+            total = result.counted_rows
+        else:
+            total = result.noisy_total
         return max(0, min(int(total), MAX_SYNTHETIC_ROWS))
+
+    def histogram_rows_mechanism(self) -> DiscreteLaplace:
+        """The discrete Laplace of a histogram release's noisy row count: ε = ``budget.epsilon_rows``, calibrated
+        as a one-cell histogram (L1 sensitivity k under add-remove, 2k under replace-one, where the count moves
+        by less)."""
+        r = self.request
+        return DiscreteLaplace.calibrate(self.budget.epsilon_rows, r.neighbours, r.max_contributions)
 
     def row_count_mechanism(self) -> DiscreteGaussian:
         """The discrete Gaussian of the noisy row count that sets an adaptive budget split: ρ_n =
@@ -238,7 +256,13 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
                 f" at least {request.threshold} from noise alone, against about {hint:,} rows of data. Use fewer"
                 " cells, a larger ε, or a higher threshold."
             )
-        row_total = histogram_row_total(schema.n_cells, mech, request.threshold)
+        count_eps, rest_eps = _carve(request.epsilon, HISTOGRAM_ROWS_SHARE)
+        counter = DiscreteLaplace.calibrate(count_eps, request.neighbours, request.max_contributions)
+        row_total = histogram_row_total(schema.n_cells, mech, request.threshold, counter.noise_std())
+        if row_total == "count":  # the rest of ε is split as the whole would have been
+            split = replace(split_budget(rest_eps, request.delta, schema, request.value_share, request.mechanism),
+                            epsilon_rows=count_eps)
+            mech = split.main_mechanism(request.delta, request.neighbours, request.max_contributions, request.mechanism)
     else:
         if request.threshold != 1:
             raise InputError("A release threshold applies to the histogram method only.")
@@ -255,20 +279,47 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
                        artifacts=artifacts, warnings=tuple(warnings), budget=split, row_total=row_total)
 
 
-def histogram_row_total(n_cells: int, mechanism: Mechanism, threshold: int = 1) -> str:
-    """Which released sum sets a histogram release's default row count, from public inputs only.
+#: Share of ε spent on a histogram release's own noisy row count when neither sum of its noisy counts would
+#: be nearer n (:func:`histogram_row_total`): at ε = 1 a standard deviation of 141 rows, where the unclamped
+#: sum of 27 million cells' counts has 7,000 and their listed sum an excess of millions.
+HISTOGRAM_ROWS_SHARE = 0.01
+
+
+def histogram_row_total(n_cells: int, mechanism: Mechanism, threshold: int = 1, count_sd: float = math.inf) -> str:
+    """What sets a histogram release's default row count, from public inputs only: the source whose
+    expected error is smallest.
 
     ``"unclamped"``: the sum of every cell's noisy count, unbiased for n with standard deviation
-    √N·sd(Z) over N cells. ``"listed"``: the sum of the counts of at least τ (the cells the release
-    lists and samples from), whose noise is that of the listed cells only but which the empty cells
-    inflate by about N·E[Z·1(Z ≥ τ)] (and occupied cells below τ deflate). The listed sum is taken when
-    that expected excess is below the unclamped sum's standard deviation: on a small domain, or with a
-    threshold high enough that empty cells rarely pass it. At τ = 1 on 27 million cells and ε = 1 the
-    excess is about 11 million rows against a spread of 7,000, so the unclamped total is used.
+    √N·sd(Z) over N cells. ``"listed"`` (τ = 1 only): the sum of the positive counts (the cells the
+    release samples from), whose noise is that of the occupied cells only but which the empty cells
+    inflate by about N·E[Z·1(Z ≥ 1)]; above τ = 1 the occupied cells below τ would deflate it by an
+    amount no public input bounds. ``"count"``: a noisy count of the rows of its own, standard deviation
+    ``count_sd`` (it costs :data:`HISTOGRAM_ROWS_SHARE` of ε, so every cell's noise grows by about that
+    share). On a small domain the unclamped sum wins (the listed one on fewer than about ten cells); at
+    τ = 1 on 27 million cells and ε = 1 the listed sum's excess is about 11 million rows and the unclamped
+    sum's spread 7,000, against 141 for the count.
     """
-    excess = n_cells * mechanism.upper_tail_mean(max(1, threshold))
-    spread = math.sqrt(n_cells) * mechanism.noise_std()
-    return "listed" if excess < spread else "unclamped"
+    errors = {"unclamped": math.sqrt(n_cells) * mechanism.noise_std(), "count": count_sd}
+    if threshold <= 1:
+        errors["listed"] = n_cells * mechanism.upper_tail_mean(1)
+    return min(errors, key=errors.__getitem__)
+
+
+def _carve(epsilon: float, share: float) -> tuple[float, float]:
+    """(share·ε, the rest), both rounded down to floats so that as exact decimals they add up to at most ε
+    (basic composition of the two parts then gives at most ε)."""
+    from fractions import Fraction
+
+    from dpsynth.mechanisms import exact_epsilon
+
+    total = exact_epsilon(epsilon)
+
+    def down(x: Fraction) -> float:
+        f = float(x)
+        return math.nextafter(f, 0.0) if Fraction(repr(f)) > x else f
+
+    part = down(Fraction(repr(share)) * total)
+    return part, down(total - Fraction(repr(part)))
 
 
 def split_budget(epsilon: float, delta: float, schema: Schema, value_share: float | None,

@@ -86,6 +86,8 @@ class NoisyHistogram(_HistogramFile):
     schema: Schema
     counts: np.ndarray
     threshold: int = 1
+    #: the release's own noisy row count, when its plan measured one (:meth:`dpsynth.plan.ReleasePlan.synthetic_rows`)
+    counted_rows: int | None = None
     method = "histogram"
 
     @property
@@ -107,7 +109,8 @@ class NoisyHistogram(_HistogramFile):
         return {"histogram.csv": histogram_frame(self.counts, self.schema)}
 
     def card_entry(self) -> dict[str, Any]:
-        return {"representation": "every cell of the domain with its noisy count", "threshold": self.threshold}
+        return {"representation": "every cell of the domain with its noisy count", "threshold": self.threshold,
+                **({"noisy_row_count": self.counted_rows} if self.counted_rows is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class SparseHistogram(_HistogramFile):
 
     schema: Schema
     hist: Any  # dpsynth.sparse.SparseNoisyHistogram
+    counted_rows: int | None = None
     method = "histogram"
 
     @property
@@ -137,7 +141,8 @@ class SparseHistogram(_HistogramFile):
         return {"histogram.csv": sparse_histogram_frame(self.hist, self.schema)}
 
     def card_entry(self) -> dict[str, Any]:
-        return {**self.hist.describe(), "noisy_total": int(self.hist.total), "sparse_method": self.hist.method}
+        return {**self.hist.describe(), "noisy_total": int(self.hist.total), "sparse_method": self.hist.method,
+                **({"noisy_row_count": self.counted_rows} if self.counted_rows is not None else {})}
 
 
 @dataclass(frozen=True)

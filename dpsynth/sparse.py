@@ -13,8 +13,9 @@ only the cells whose value survives. With m occupied cells and M = N − m empty
 3. the unclamped noisy total (the dense path's default synthetic row count,
    :func:`dpsynth.synthesis.noisy_total`) also needs the sum of the M − K values below τ; it is
    drawn from its exact law too (``total``). Its noise grows like √N; the release's row count is this
-   total or the sum of the listed values, whichever :func:`dpsynth.plan.histogram_row_total` expects
-   to be nearer n from the domain size, the mechanism and τ (public inputs, the same rule as dense).
+   total, the sum of the listed values or a noisy count of its own, whichever
+   :func:`dpsynth.plan.histogram_row_total` expects to be nearest n from the domain size, the mechanism
+   and τ (public inputs, the same rule as dense).
 
 So the joint law of (released cells, their values, the total) equals the dense path's: the
 release is the dense release, computed in O(m + K) memory. Two ways to draw step 2:

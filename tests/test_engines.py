@@ -260,7 +260,12 @@ def test_release_from_source_sparse_path_for_huge_domain(tmp_path) -> None:
     assert rel.sparse is not None and rel.card["released_tables"]["threshold"] == 8
     assert len(rel.histogram) == len(rel.sparse.cells) < 10_000
     assert (rel.histogram["count"] >= 8).all()
-    assert len(rel.synthetic) == int(rel.sparse.values.sum())
+    # the rows are drawn from the listed cells, as many as a noisy count of the rows of its own: the listed
+    # counts' sum (a few hundred: 5,000 rows spread over 10^8 cells rarely reach 8) and the unclamped total
+    # (spread √N·sd ≈ 7,000) are both further from n (plan.histogram_row_total)
+    assert rel.plan.row_total == "count"
+    assert len(rel.synthetic) == rel.card["released_tables"]["noisy_row_count"] == rel.rows
+    assert abs(rel.rows - 5000) < 6 * rel.plan.histogram_rows_mechanism().noise_std()
     assert len(rel.resample(100, rng=np.random.default_rng(2))) == 100
 
 

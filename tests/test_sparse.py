@@ -199,23 +199,28 @@ def test_upper_tail_mean_matches_the_noise(mech: Mechanism, tau: int) -> None:
 
 
 def test_histogram_row_total_is_one_rule_for_dense_and_sparse_domains() -> None:
-    """The listed sum sets the row count only where empty cells are expected to add less than the unclamped
-    sum's spread; the domain's size alone (dense or sparse) does not switch it."""
+    """The row count's source has the smallest expected error of three, from public inputs only: the domain's
+    size alone (dense or sparse) does not switch it."""
     from dpsynth.histogram import MAX_DENSE_CELLS
     from dpsynth.plan import histogram_row_total
 
     lap = DiscreteLaplace.calibrate(1.0, "add-remove")
+    count_sd = DiscreteLaplace.calibrate(0.01, "add-remove").noise_std()  # about 141 rows
     for n_cells in (MAX_DENSE_CELLS - 1, MAX_DENSE_CELLS + 1):
-        assert histogram_row_total(n_cells, lap, 1) == "unclamped"  # τ = 1: ~0.43 extra rows per empty cell
-        assert histogram_row_total(n_cells, lap, 40) == "listed"  # no empty cell passes τ = 40 in practice
-    assert histogram_row_total(100, lap, 1) == "unclamped"
-    assert histogram_row_total(100, lap, 8) == "listed"
+        assert histogram_row_total(n_cells, lap, 1, count_sd) == "count"  # the sums' errors are thousands of rows
+        assert histogram_row_total(n_cells, lap, 40, count_sd) == "count"
+        assert histogram_row_total(n_cells, lap, 1) == "unclamped"  # without a count: ~0.43 extra rows per empty cell
+    assert histogram_row_total(100, lap, 1, count_sd) == "unclamped"  # spread 14 rows
+    assert histogram_row_total(100, lap, 8, count_sd) == "unclamped"  # a threshold never selects the listed sum
+    assert histogram_row_total(4, lap, 1, count_sd) == "listed"
 
 
 def test_a_forced_histogram_of_a_huge_domain_has_about_n_rows() -> None:
-    """Threshold 1 on 10.6 million cells: the synthetic row count is the unclamped noisy total (n ± a few
-    √N·sd), not the hundreds of thousands of cells that noise alone lists."""
+    """Threshold 1 on 10.6 million cells: the synthetic row count is a noisy count of its own (1% of ε),
+    not the hundreds of thousands of cells that noise alone lists nor the unclamped sum's √N·sd; the
+    card lists the count as a stage, and the stages' ε add up to the release's."""
     from dpsynth import release
+    from dpsynth.plan import HISTOGRAM_ROWS_SHARE
 
     cats = [f"c{i}" for i in range(26)]
     schema = Schema([CategoricalColumn(name=f"x{j}", categories=tuple(cats)) for j in range(5)]
@@ -224,8 +229,41 @@ def test_a_forced_histogram_of_a_huge_domain_has_about_n_rows() -> None:
     rng = np.random.default_rng(0)
     df = pd.DataFrame({**{f"x{j}": rng.choice(cats[:4], 3000) for j in range(5)}, "y": rng.choice(["a", "b"], 3000)})
     rel = release(df, schema, epsilon=4.0, method="histogram", rng=noise.seeded_rng(5))
-    assert rel.plan.representation == "sparse" and rel.plan.row_total == "unclamped"
-    spread = np.sqrt(schema.n_cells) * rel.plan.mechanism.noise_std()
+    assert rel.plan.representation == "sparse" and rel.plan.row_total == "count"
+    counter = rel.plan.histogram_rows_mechanism()
+    assert counter.epsilon == pytest.approx(4.0 * HISTOGRAM_ROWS_SHARE)
     assert len(rel.sparse.cells) > 100_000  # noise lists many empty cells at τ = 1 ...
-    assert abs(rel.rows - 3000) < 5 * spread  # ... the rows follow the data's size
-    assert rel.card["post_processing"]["synthetic_rows_source"].startswith("the noisy total")
+    assert abs(rel.rows - 3000) < 6 * counter.noise_std()  # ... the rows follow the data's size
+    assert rel.card["released_tables"]["noisy_row_count"] == rel.rows
+    assert rel.card["post_processing"]["synthetic_rows_source"].startswith("a noisy count of the rows")
+    stages = rel.card["privacy"]["stages"]
+    assert stages[0]["stage"].startswith("noisy row count") and stages[0]["epsilon"] == counter.epsilon
+    assert sum(st["epsilon"] for st in stages) <= 4.0
+    assert rel.plan.budget.epsilon_main + counter.epsilon <= 4.0
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-9])
+def test_the_histogram_rows_count_is_charged_once_and_composes(delta: float) -> None:
+    """With numeric columns (a value model) and δ = 0 or δ > 0 (zCDP), the count's ε and the rest compose
+    to the release's (ε, δ); the ledger's charge is the release's."""
+    from dpsynth import release
+
+    cats = tuple(f"c{i}" for i in range(10))  # 100,000 cells: the unclamped sum's spread is several hundred rows
+    schema = Schema([CategoricalColumn(name=f"x{j}", categories=cats) for j in range(4)]
+                    + [NumericColumn(name="v", lower=0, upper=100, bins=10)])
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({**{f"x{j}": rng.choice(cats[:3], 2000) for j in range(4)},
+                       "v": rng.integers(0, 100, 2000).astype(str)})
+    rel = release(df, schema, epsilon=1.0, delta=delta, method="histogram", threshold=3, rng=noise.seeded_rng(2))
+    b = rel.plan.budget
+    assert rel.plan.row_total == "count" and b.epsilon_rows > 0 and b.has_values
+    text = rel.card["privacy"]["composition"]
+    assert "row count" in text
+    if delta > 0:
+        from dpsynth import zcdp
+
+        assert b.composition == "zcdp"
+        assert zcdp.epsilon_from_rho(b.rho_total, delta) + b.epsilon_rows <= 1.0 + 1e-12
+    else:
+        assert b.epsilon_main + b.epsilon_values + b.epsilon_rows <= 1.0
+    assert abs(rel.rows - 2000) < 6 * rel.plan.histogram_rows_mechanism().noise_std()
