@@ -349,19 +349,20 @@ def _measure(counted: _Counted, plan: ReleasePlan, rng: np.random.Generator, say
         return MarginalResult(schema, model)
     mech = plan.mechanism
     assert mech is not None
-    occ, cnt = counted.counts.occupied()
 
     def rows_count() -> int | None:
         """The plan's own noisy row count (``budget.epsilon_rows``), drawn after the cells' noise."""
         if plan.budget.epsilon_rows <= 0:
             return None
-        return int(plan.histogram_rows_mechanism()(np.array([int(np.sum(cnt))], dtype=np.int64), rng=rng)[0])
+        n = int(np.sum(counted.counts.occupied()[1]))
+        return int(plan.histogram_rows_mechanism()(np.array([n], dtype=np.int64), rng=rng)[0])
 
     if plan.representation == "dense":
         noisy = mech(counted.counts.to_dense(), rng=rng)
         return NoisyHistogram(schema, noisy, threshold=r.threshold, counted_rows=rows_count())
     from dpsynth.sparse import noise_sparse
 
+    occ, cnt = counted.counts.occupied()
     hist = noise_sparse(occ, cnt, schema.n_cells, mech, rng=rng, threshold=r.threshold, method=r.sparse_method)  # type: ignore[arg-type]
     return SparseHistogram(schema, hist, counted_rows=rows_count())
 

@@ -258,7 +258,9 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
             )
         count_eps, rest_eps = _carve(request.epsilon, HISTOGRAM_ROWS_SHARE)
         counter = DiscreteLaplace.calibrate(count_eps, request.neighbours, request.max_contributions)
-        row_total = histogram_row_total(schema.n_cells, mech, request.threshold, counter.noise_std())
+        # a count is bought only when it sets the rows (not when the curator gives their number)
+        row_total = histogram_row_total(schema.n_cells, mech, request.threshold,
+                                        counter.noise_std() if request.rows is None else math.inf)
         if row_total == "count":  # the rest of ε is split as the whole would have been
             split = replace(split_budget(rest_eps, request.delta, schema, request.value_share, request.mechanism),
                             epsilon_rows=count_eps)

@@ -267,3 +267,9 @@ def test_the_histogram_rows_count_is_charged_once_and_composes(delta: float) -> 
     else:
         assert b.epsilon_main + b.epsilon_values + b.epsilon_rows <= 1.0
     assert abs(rel.rows - 2000) < 6 * rel.plan.histogram_rows_mechanism().noise_std()
+    # the curator's own number of rows: no count is bought, the whole ε goes to the cells
+    fixed = release(df, schema, epsilon=1.0, delta=delta, method="histogram", threshold=3, rows=500,
+                    rng=noise.seeded_rng(2))
+    assert fixed.plan.row_total == "unclamped" and fixed.plan.budget.epsilon_rows == 0 and fixed.rows == 500
+    assert not fixed.card["privacy"]["stages"][0]["stage"].startswith("noisy row count")
+
