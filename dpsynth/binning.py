@@ -15,8 +15,9 @@ comes from a fast generator seeded by the release's generator (:mod:`dpsynth.syn
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,19 @@ class Encoded:
     raw: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def missing_columns_error(missing: Sequence[str], present: Iterable[Any] = ()) -> str:
+    """The message for schema columns absent from the data (every engine's), naming any data column that
+    differs from one of them only in case or surrounding spaces."""
+    msg = f"The data has no column(s) {', '.join(map(repr, missing))} named in the schema."
+    folded: dict[str, str] = {}
+    for name in present:
+        folded.setdefault(str(name).strip().casefold(), str(name))
+    near = [f"{folded[m.strip().casefold()]!r} for {m!r}" for m in missing if m.strip().casefold() in folded]
+    if near:
+        msg += f" The data has {', '.join(near)}: names must match exactly, including case and spaces."
+    return msg
+
+
 def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
     """Map every row to its cell in each schema column (vectorised).
 
@@ -87,7 +101,7 @@ def encode(df: pd.DataFrame, schema: Schema) -> Encoded:
     """
     missing_cols = [c.name for c in schema.columns if c.name not in df.columns]
     if missing_cols:
-        raise InputError(f"The data has no column(s) {', '.join(map(repr, missing_cols))} named in the schema.")
+        raise InputError(missing_columns_error(missing_cols, df.columns))
     n = len(df)
     codes = np.empty((n, len(schema.columns)), dtype=np.int64)
     keep = np.ones(n, dtype=bool)

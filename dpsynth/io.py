@@ -135,6 +135,18 @@ def _line(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
+def csv_header(head: bytes, name: str, limits: Limits = Limits()) -> tuple[str, list[str]]:
+    """The delimiter and the column names of a CSV file from its first bytes, read and checked exactly as
+    :func:`read_table` reads them (a UTF-8 byte-order mark dropped; empty, over-long or repeated names
+    refused): what another reader of the same file (:func:`dpsynth.engines.duckdb_engine.source_sql`) uses
+    so that both see the same columns."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    sep, header = _header(head, name, limits)
+    _check_header(header, name, limits)
+    return sep, header
+
+
 def _header(data: bytes, name: str, limits: Limits) -> tuple[str, list[str]]:
     """The delimiter and the header's field names, read by the csv module from the file's start."""
     head = data[: 1 << 22].decode("utf-8", errors="replace")

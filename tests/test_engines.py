@@ -177,6 +177,35 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     assert "r.csv" in msg
 
 
+@pytest.mark.parametrize(("text", "needle"), [
+    ("age, sex \n30,F\n40,M\n", "' sex ' for 'sex'"),  # DuckDB alone would trim the header's spaces
+    ("AGE,sex\n30,F\n40,M\n", "'AGE' for 'age'"),
+    ("age,sex,sex\n30,F,F\n40,M,M\n", "two columns named 'sex'"),  # DuckDB alone would rename one
+    ("age,sex\n", "has a header but no data rows"),  # DuckDB alone would count no rows and release
+    ("age;sex\n30;F\n40;M\n", None),
+    ("\ufeffage,sex\n30,F\n40,M\n", None),
+])
+def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str, needle: str | None) -> None:
+    """The header is read and checked once, as dpsynth.io.read_table does, whichever engine counts (the default
+    engine follows the file's size, which must not change what is released or refused)."""
+    from dpsynth.io import read_table
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode("utf-8"))
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),
+                     CategoricalColumn(name="sex", categories=("F", "M"))))
+
+    def in_memory() -> CellCounts:
+        enc = encode(read_table(path), schema)
+        return CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report)
+
+    if needle is None:
+        assert np.array_equal(get_engine("duckdb").count(path, schema).to_dense(), in_memory().to_dense())
+    else:
+        msg = _error(lambda: get_engine("duckdb").count(path, schema))
+        assert needle in msg and msg == _error(in_memory)
+
+
 def test_progress_is_reported(files: dict) -> None:
     seen: list[float] = []
     get_engine("duckdb").count(files["csv"], edge_schema(), progress=lambda f, _m: seen.append(f))

@@ -7,13 +7,13 @@ DuckDB streams the file in parallel and spills to ``temp_directory`` if the grou
 
 from __future__ import annotations
 
-import csv
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dpsynth.binning import missing_columns_error
 from dpsynth.engines import (
     CellCounts,
     Engine,
@@ -44,24 +44,25 @@ def source_sql(path: str | Path) -> str:
     lit = S.quote_str(str(p), "duckdb")
     if p.suffix.lower() in PARQUET_SUFFIXES:
         return f"read_parquet({lit})"
-    sep = _sniff_delimiter(p)
+    sep, header = _csv_header(p)
+    # the names as the header spells them (DuckDB would trim their spaces), so both engines see one table
+    names = ", ".join(S.quote_str(h, "duckdb") for h in header)
     return (
         f"read_csv({lit}, header = true, all_varchar = true, delim = {S.quote_str(sep, 'duckdb')}, quote = '\"',"
-        " escape = '\"', comment = '', skip = 0, strict_mode = true, null_padding = false)"
+        f" escape = '\"', comment = '', skip = 0, strict_mode = true, null_padding = false, names = [{names}])"
     )
 
 
-def _sniff_delimiter(path: Path) -> str:
+def _csv_header(path: Path) -> tuple[str, list[str]]:
+    """The delimiter and column names as :func:`dpsynth.io.read_table` reads and checks them."""
+    from dpsynth.io import csv_header
+
     try:
         with open(path, "rb") as fh:
-            head = fh.read(10_000)
+            head = fh.read(1 << 22)
     except OSError as exc:
         raise InputError(f"Cannot read {path.name}: {exc.strerror}.") from None
-    first = head.decode("utf-8-sig", errors="replace").split("\n", 1)[0]
-    try:
-        return csv.Sniffer().sniff(first, delimiters=",;\t|").delimiter
-    except csv.Error:
-        return ","
+    return csv_header(head, path.name)
 
 
 class DuckDBEngine(Engine):
@@ -136,6 +137,8 @@ class DuckDBEngine(Engine):
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             cells = np.asarray(res["cell"], dtype=np.int64)
             counts = np.asarray(res["n"], dtype=np.int64)
+            if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
+                raise InputError(f"{label} has a header but no data rows.")
             flags = [np.asarray(res[f"f{k}"], dtype=np.int64) for k in range(n_flags)]
             errors = column_errors(schema, flags, counts)
             if errors:
@@ -182,7 +185,7 @@ def _limit_from_rlimit() -> str | None:
 def _check_columns(schema: Schema, types: dict[str, str]) -> None:
     missing = [c.name for c in schema.columns if c.name not in types]
     if missing:
-        raise InputError(S.missing_columns_error(missing))
+        raise InputError(missing_columns_error(missing, types))
     for c in schema.columns:
         if c.type == "numeric" and S.type_class(types[c.name]) == "bool":
             raise InputError(S.bool_error(c.name))

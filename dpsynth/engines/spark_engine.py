@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpsynth.binning import missing_columns_error
 from dpsynth.engines import CellCounts, Engine, Progress, check_indexable
 from dpsynth.engines import sql as S
 from dpsynth.engines.sql import column_errors, report_from_statuses
@@ -115,7 +116,7 @@ class SparkEngine(Engine):
 def _check_columns(schema: Schema, types: dict[str, str]) -> None:
     missing = [c.name for c in schema.columns if c.name not in types]
     if missing:
-        raise InputError(S.missing_columns_error(missing))
+        raise InputError(missing_columns_error(missing, types))
     for c in schema.columns:
         if c.type == "numeric" and S.type_class(types[c.name]) == "bool":
             raise InputError(S.bool_error(c.name))

@@ -444,8 +444,3 @@ def first_error(col: NumericColumn | CategoricalColumn, errors: dict[int, int]) 
 def bool_error(name: str) -> str:
     """``encode``'s message for a true/false column declared numeric."""
     return f"Column {name!r} holds true/false values; declare it categorical."
-
-
-def missing_columns_error(missing: list[str]) -> str:
-    """``encode``'s message for schema columns absent from the data."""
-    return f"The data has no column(s) {', '.join(map(repr, missing))} named in the schema."
