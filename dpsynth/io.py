@@ -17,6 +17,7 @@ import csv
 import io
 import re
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +100,7 @@ def _utf8(data: bytes, name: str) -> bytes:
 
     Validation streams through an incremental decoder, so no second copy of a large file is held.
     """
-    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
-        raise InputError(f"{name} is UTF-32 text; save it as CSV UTF-8 and upload it again.")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if text_encoding(data[:4], name) == "utf-16":
         try:
             text = data.decode("utf-16")
         except UnicodeDecodeError as exc:
@@ -110,25 +109,51 @@ def _utf8(data: bytes, name: str) -> bytes:
         del text
     elif data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        head = data[:4096]
-        if head.count(b"\x00") * 3 > len(head):
-            raise InputError(f"{name} looks like UTF-16 text without a byte-order mark; save it as CSV UTF-8 and upload"
-                             " it again.")
-        raise InputError(f"{name} contains a NUL byte on line {_line(data, nul)}; it is not a text CSV file.")
-    decoder = codecs.getincrementaldecoder("utf-8")()
     step = 1 << 24
-    for start in range(0, len(data), step):
-        try:
-            decoder.decode(data[start: start + step], final=start + step >= len(data))
-        except UnicodeDecodeError as exc:
-            at = start + exc.start
-            raise InputError(
-                f"{name} is not UTF-8 text: byte 0x{data[at]:02x} on line {_line(data, at)} cannot be"
-                " decoded. Save the file as CSV UTF-8 and upload it again."
-            ) from None
+    check_utf8_blocks((data[start: start + step] for start in range(0, len(data), step)), name)
     return data
+
+
+def text_encoding(head: bytes, name: str) -> str:
+    """``utf-16`` for a file that starts with a UTF-16 byte-order mark, else ``utf-8``; UTF-32 is refused."""
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        raise InputError(f"{name} is UTF-32 text; save it as CSV UTF-8 and upload it again.")
+    return "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+
+
+def check_utf8_blocks(blocks: Iterable[bytes], name: str, *, decode: bool = True) -> None:
+    """Refuse text that is not UTF-8 or holds a NUL byte, naming the line, from consecutive blocks of a file
+    (after any byte-order mark): :func:`read_table`'s check, which the DuckDB engine streams over a file.
+    ``decode=False`` looks for NUL bytes only (a memchr pass; a reader that validates UTF-8 itself)."""
+    decoder = codecs.getincrementaldecoder("utf-8")() if decode else None
+    lines, head = 1, None
+    for block in blocks:
+        head = block[:4096] if head is None else head
+        nul = block.find(b"\x00")
+        if nul >= 0:
+            if head.count(b"\x00") * 3 > len(head):
+                raise InputError(f"{name} looks like UTF-16 text without a byte-order mark; save it as CSV UTF-8 and"
+                                 " upload it again.")
+            line = lines + block.count(b"\n", 0, nul)
+            raise InputError(f"{name} contains a NUL byte on line {line}; it is not a text CSV file.")
+        try:
+            if decoder is not None:
+                decoder.decode(block, final=False)
+        except UnicodeDecodeError as exc:
+            at = max(0, min(exc.start, len(block) - 1))
+            line = lines + block.count(b"\n", 0, at)
+            raise InputError(
+                f"{name} is not UTF-8 text: byte 0x{block[at]:02x} on line {line} cannot be decoded. Save the file as"
+                " CSV UTF-8 and upload it again."
+            ) from None
+        lines += block.count(b"\n")
+    if decoder is None:
+        return
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise InputError(f"{name} is not UTF-8 text: it ends inside a character (line {lines}). Save the file as CSV"
+                         " UTF-8 and upload it again.") from None
 
 
 def _line(data: bytes, offset: int) -> int:
@@ -140,7 +165,10 @@ def csv_header(head: bytes, name: str, limits: Limits = Limits()) -> tuple[str, 
     :func:`read_table` reads them (a UTF-8 byte-order mark dropped; empty, over-long or repeated names
     refused): what another reader of the same file (:func:`dpsynth.engines.duckdb_engine.source_sql`) uses
     so that both see the same columns."""
-    if head.startswith(b"\xef\xbb\xbf"):
+    if text_encoding(head[:4], name) == "utf-16":
+        cut = len(head) - len(head) % 2
+        head = head[:cut].decode("utf-16", errors="ignore").encode("utf-8")
+    elif head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     sep, header = _header(head, name, limits)
     _check_header(header, name, limits)

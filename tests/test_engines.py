@@ -184,14 +184,18 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age,sex\n", "has a header but no data rows"),  # DuckDB alone would count no rows and release
     ("age;sex\n30;F\n40;M\n", None),
     ("\ufeffage,sex\n30,F\n40,M\n", None),
+    ("age,sex\n30,F\x00\n40,M\n", "contains a NUL byte on line 2"),  # DuckDB alone would read the NUL as text
+    ("age,sex\n30,F\n40,M\n".encode("utf-16"), None),  # DuckDB alone would refuse it
+    ("age,sex\n30,F\n4\u00e9,M\n".encode("latin-1"), "byte 0xe9 on line 3"),
 ])
-def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str, needle: str | None) -> None:
+def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,
+                                                                      needle: str | None) -> None:
     """The header is read and checked once, as dpsynth.io.read_table does, whichever engine counts (the default
     engine follows the file's size, which must not change what is released or refused)."""
     from dpsynth.io import read_table
 
     path = tmp_path / "t.csv"
-    path.write_bytes(text.encode("utf-8"))
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
     schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),
                      CategoricalColumn(name="sex", categories=("F", "M"))))
 

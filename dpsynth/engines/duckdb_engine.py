@@ -44,25 +44,47 @@ def source_sql(path: str | Path) -> str:
     lit = S.quote_str(str(p), "duckdb")
     if p.suffix.lower() in PARQUET_SUFFIXES:
         return f"read_parquet({lit})"
-    sep, header = _csv_header(p)
+    sep, header, encoding = _csv_header(p)
     # the names as the header spells them (DuckDB would trim their spaces), so both engines see one table
     names = ", ".join(S.quote_str(h, "duckdb") for h in header)
     return (
         f"read_csv({lit}, header = true, all_varchar = true, delim = {S.quote_str(sep, 'duckdb')}, quote = '\"',"
-        f" escape = '\"', comment = '', skip = 0, strict_mode = true, null_padding = false, names = [{names}])"
+        f" escape = '\"', comment = '', skip = 0, strict_mode = true, null_padding = false, names = [{names}],"
+        f" encoding = '{encoding}')"
     )
 
 
-def _csv_header(path: Path) -> tuple[str, list[str]]:
-    """The delimiter and column names as :func:`dpsynth.io.read_table` reads and checks them."""
-    from dpsynth.io import csv_header
+def _csv_header(path: Path) -> tuple[str, list[str], str]:
+    """The delimiter, column names and text encoding as :func:`dpsynth.io.read_table` reads and checks them."""
+    from dpsynth.io import csv_header, text_encoding
 
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 22)
     except OSError as exc:
         raise InputError(f"Cannot read {path.name}: {exc.strerror}.") from None
-    return csv_header(head, path.name)
+    return (*csv_header(head, path.name), text_encoding(head[:4], path.name))
+
+
+def _check_text(path: Path, decode: bool = False) -> None:
+    """:func:`dpsynth.io.read_table`'s refusals of a CSV file's bytes, streamed: a NUL byte (DuckDB reads one
+    inside a value as text, so the same file could be released here and refused in memory) and, with
+    ``decode``, text that is not UTF-8 (which DuckDB refuses too, less clearly: checked after it fails)."""
+    from dpsynth.io import check_utf8_blocks, text_encoding
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            if text_encoding(head, path.name) == "utf-16":
+                return  # DuckDB decodes it (encoding = 'utf-16'), as read_table does
+            start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
+            fh.seek(start)
+            if not decode and not any(b"\x00" in block for block in iter(lambda: fh.read(1 << 24), b"")):
+                return  # a memchr pass; the line of a NUL is counted below, only when there is one
+            fh.seek(start)
+            check_utf8_blocks(iter(lambda: fh.read(1 << 24), b""), path.name, decode=decode)
+    except OSError as exc:
+        raise InputError(f"Cannot read {path.name}: {exc.strerror}.") from None
 
 
 class DuckDBEngine(Engine):
@@ -114,12 +136,15 @@ class DuckDBEngine(Engine):
                     raise InputError(f"File {str(source)!r} does not exist.")
                 src = source_sql(source)
                 label = p.name
+                if p.is_file() and p.suffix.lower() not in PARQUET_SUFFIXES:
+                    _check_text(p)
             else:
                 con.register("__dpsynth_src", source)
                 src, label = "__dpsynth_src", "the table"
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
             except duckdb.Error as exc:
+                _explain_csv_error(source)
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             types = {row[0]: str(row[1]) for row in described}
             _check_columns(schema, types)
@@ -134,6 +159,7 @@ class DuckDBEngine(Engine):
             try:
                 res = _run_with_progress(con, query, progress)
             except duckdb.Error as exc:
+                _explain_csv_error(source)
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             cells = np.asarray(res["cell"], dtype=np.int64)
             counts = np.asarray(res["n"], dtype=np.int64)
@@ -156,6 +182,12 @@ class DuckDBEngine(Engine):
                                               max_dense_cells=max_dense_cells)
         finally:
             con.close()
+
+
+def _explain_csv_error(source: Any) -> None:
+    """After DuckDB failed on a CSV file: read_table's own message where it has one (the encoding)."""
+    if isinstance(source, str | Path) and Path(source).is_file() and Path(source).suffix.lower() not in PARQUET_SUFFIXES:
+        _check_text(Path(source), decode=True)
 
 
 def _plain_number_bytes(path: Path) -> bool:
