@@ -255,8 +255,10 @@ def _check_table_like(head: str, sep: str, header: list[str], name: str) -> None
         )
 
 
-_DECIMAL_COMMA = r"[+-]?\d+,\d+"
-_GROUPED_DECIMAL_COMMA = r"[+-]?\d{1,3}(?:\.\d{3})+(?:,\d+)?"
+#: A number with a decimal comma ("11,69") and one grouped by dots ("1.234,5"): read as numbers in a file not
+#: delimited by commas (:func:`_decimal_commas`; the DuckDB engine applies the same patterns in SQL)
+DECIMAL_COMMA = r"[+-]?\d+,\d+"
+GROUPED_DECIMAL_COMMA = r"[+-]?\d{1,3}(?:\.\d{3})+(?:,\d+)?"
 
 
 def _decimal_commas(df: pd.DataFrame) -> pd.DataFrame:
@@ -267,8 +269,8 @@ def _decimal_commas(df: pd.DataFrame) -> pd.DataFrame:
         if col.dtype != object and not pd.api.types.is_string_dtype(col):
             continue
         text = col.astype("string")
-        plain = text.str.fullmatch(_DECIMAL_COMMA).fillna(False)
-        grouped = text.str.fullmatch(_GROUPED_DECIMAL_COMMA).fillna(False)
+        plain = text.str.fullmatch(DECIMAL_COMMA).fillna(False)
+        grouped = text.str.fullmatch(GROUPED_DECIMAL_COMMA).fillna(False)
         if not (plain.any() or grouped.any()):
             continue
         fixed = text.where(~grouped, text.str.replace(".", "", regex=False))

@@ -187,6 +187,9 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age,sex\n30,F\x00\n40,M\n", "contains a NUL byte on line 2"),  # DuckDB alone would read the NUL as text
     ("age,sex\n30,F\n40,M\n".encode("utf-16"), None),  # DuckDB alone would refuse it
     ("age,sex\n30,F\n4\u00e9,M\n".encode("latin-1"), "byte 0xe9 on line 3"),
+    # decimal commas in a file not delimited by commas are numbers, cell by cell (DuckDB alone refused them)
+    ("age;sex\n30,5;F\n1.030,5;M\n-2,0;F\n", None),
+    ("age\tsex\n30,5\tF\n45\tM\n", None),
 ])
 def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,
                                                                       needle: str | None) -> None:
@@ -208,6 +211,30 @@ def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, 
     else:
         msg = _error(lambda: get_engine("duckdb").count(path, schema))
         assert needle in msg and msg == _error(in_memory)
+
+
+def test_decimal_commas_and_grouped_numbers_read_alike_on_both_engines(tmp_path) -> None:
+    """Every cell form read_table turns into a number in a semicolon file, categories included, counts alike."""
+    cells = ["3,5", "-2,25", "+1,0", "1.234,5", "12.345", "1,2,3", "1.23", " 4,5", "7", "1.2345,6", "0,5", ""]
+    rng = np.random.default_rng(3)
+    age = rng.choice(cells, 400)
+    label = rng.choice(["1,5", "2.000", "x", "1,5 "], 400)
+    path = tmp_path / "d.csv"
+    path.write_text("age;label\n" + "".join(f"{a};{b}\n" for a, b in zip(age, label, strict=True)), encoding="utf-8")
+    schema = Schema((NumericColumn(name="age", lower=-10, upper=20_000, bins=40, missing=True),
+                     CategoricalColumn(name="label", categories=("1.5", "2000"), missing=True, on_unknown="missing")))
+    from dpsynth.io import read_table
+
+    try:
+        enc = encode(read_table(path), schema)
+        mem: object = CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report).to_dense().tolist()
+    except InputError as exc:
+        mem = str(exc)
+    try:
+        duck: object = get_engine("duckdb").count(path, schema).to_dense().tolist()
+    except InputError as exc:
+        duck = str(exc)
+    assert duck == mem
 
 
 def test_progress_is_reported(files: dict) -> None:

@@ -47,11 +47,24 @@ def source_sql(path: str | Path) -> str:
     sep, header, encoding = _csv_header(p)
     # the names as the header spells them (DuckDB would trim their spaces), so both engines see one table
     names = ", ".join(S.quote_str(h, "duckdb") for h in header)
-    return (
+    read = (
         f"read_csv({lit}, header = true, all_varchar = true, delim = {S.quote_str(sep, 'duckdb')}, quote = '\"',"
         f" escape = '\"', comment = '', skip = 0, strict_mode = true, null_padding = false, names = [{names}],"
         f" encoding = '{encoding}')"
     )
+    if sep == ",":
+        return read
+    # decimal commas read as numbers cell by cell, as dpsynth.io.read_table does in a file not delimited by commas
+    from dpsynth.io import DECIMAL_COMMA, GROUPED_DECIMAL_COMMA
+
+    plain, grouped = S.quote_str(DECIMAL_COMMA, "duckdb"), S.quote_str(GROUPED_DECIMAL_COMMA, "duckdb")
+    cols = []
+    for h in header:
+        c = S.quote_ident(h, "duckdb")
+        cols.append(f"CASE WHEN regexp_full_match({c}, {plain}) THEN replace({c}, ',', '.')"
+                    f" WHEN regexp_full_match({c}, {grouped}) THEN replace(replace({c}, '.', ''), ',', '.')"
+                    f" ELSE {c} END AS {c}")
+    return f"(SELECT {', '.join(cols)} FROM {read})"
 
 
 def _csv_header(path: Path) -> tuple[str, list[str], str]:
