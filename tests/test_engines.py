@@ -190,6 +190,7 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     # decimal commas in a file not delimited by commas are numbers, cell by cell (DuckDB alone refused them)
     ("age;sex\n30,5;F\n1.030,5;M\n-2,0;F\n", None),
     ("age\tsex\n30,5\tF\n45\tM\n", None),
+    ("age,sex\n30,F\n\n40,M,5\n", "but row 2 has 3"),  # DuckDB alone: "Error when sniffing file"
 ])
 def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,
                                                                       needle: str | None) -> None:

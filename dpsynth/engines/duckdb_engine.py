@@ -7,6 +7,7 @@ DuckDB streams the file in parallel and spills to ``temp_directory`` if the grou
 
 from __future__ import annotations
 
+import csv
 import threading
 from pathlib import Path
 from typing import Any
@@ -198,9 +199,28 @@ class DuckDBEngine(Engine):
 
 
 def _explain_csv_error(source: Any) -> None:
-    """After DuckDB failed on a CSV file: read_table's own message where it has one (the encoding)."""
-    if isinstance(source, str | Path) and Path(source).is_file() and Path(source).suffix.lower() not in PARQUET_SUFFIXES:
-        _check_text(Path(source), decode=True)
+    """After DuckDB failed on a CSV file: read_table's own message where it has one (the encoding, a row
+    whose number of fields is not the header's)."""
+    if not (isinstance(source, str | Path) and Path(source).is_file()
+            and Path(source).suffix.lower() not in PARQUET_SUFFIXES):
+        return
+    path = Path(source)
+    _check_text(path, decode=True)
+    sep, header, encoding = _csv_header(path)
+    try:
+        with open(path, encoding=encoding, newline="") as fh:
+            rows = csv.reader(fh, delimiter=sep, quotechar='"', doublequote=True, strict=True)
+            next(rows, None)
+            row = 0
+            for fields in rows:
+                if not fields:  # an empty line, skipped as read_table skips it
+                    continue
+                row += 1
+                if len(fields) != len(header):
+                    raise InputError(f"{path.name}: Expected {len(header)} fields (one per column of the header), but"
+                                     f" row {row} has {len(fields)}.")
+    except (csv.Error, UnicodeError, OSError):
+        return  # DuckDB's own message stands
 
 
 def _plain_number_bytes(path: Path) -> bool:
