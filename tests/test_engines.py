@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -212,6 +213,33 @@ def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, 
     else:
         msg = _error(lambda: get_engine("duckdb").count(path, schema))
         assert needle in msg and msg == _error(in_memory)
+
+
+def test_a_csv_file_reads_alike_on_spark(tmp_path) -> None:
+    """Spark reads a CSV file as read_table does: its delimiter, exact names, byte checks and decimal commas."""
+    pytest.importorskip("pyspark")
+    from dpsynth.io import read_table
+
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10, missing=True),
+                     CategoricalColumn(name="sex", categories=("F", "M"), missing=True)))
+    spark = get_engine("spark")
+    for i, data in enumerate([b"age, sex \n30,F\n", b"age,sex,sex\n30,F,F\n", b"age,sex\n", b"age;sex\n30,5;F\n1.030,5;M\n",
+                              b"age\tsex\n30,5\tF\n", b"age,sex\n30,F\x00\n", "age,sex\n30,F\n".encode("utf-16"),
+                              b'age,sex\n,F\n40,""\n']):
+        path = tmp_path / f"s{i}.csv"
+        path.write_bytes(data)
+
+        def in_memory(path: Path = path) -> CellCounts:
+            enc = encode(read_table(path), schema)
+            return CellCounts.from_cell_index(cell_index(enc.codes, schema.sizes), schema, enc.report)
+
+        got = []
+        for count in (in_memory, lambda path=path: spark.count(path, schema)):
+            try:
+                got.append(count().to_dense().tolist())
+            except InputError as exc:
+                got.append(str(exc))
+        assert got[0] == got[1], data
 
 
 def test_decimal_commas_and_grouped_numbers_read_alike_on_both_engines(tmp_path) -> None:

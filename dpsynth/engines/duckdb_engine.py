@@ -45,7 +45,7 @@ def source_sql(path: str | Path) -> str:
     lit = S.quote_str(str(p), "duckdb")
     if p.suffix.lower() in PARQUET_SUFFIXES:
         return f"read_parquet({lit})"
-    sep, header, encoding = _csv_header(p)
+    sep, header, encoding = csv_layout(p)
     # the names as the header spells them (DuckDB would trim their spaces), so both engines see one table
     names = ", ".join(S.quote_str(h, "duckdb") for h in header)
     read = (
@@ -68,7 +68,7 @@ def source_sql(path: str | Path) -> str:
     return f"(SELECT {', '.join(cols)} FROM {read})"
 
 
-def _csv_header(path: Path) -> tuple[str, list[str], str]:
+def csv_layout(path: Path) -> tuple[str, list[str], str]:
     """The delimiter, column names and text encoding as :func:`dpsynth.io.read_table` reads and checks them."""
     from dpsynth.io import csv_header, text_encoding
 
@@ -80,7 +80,7 @@ def _csv_header(path: Path) -> tuple[str, list[str], str]:
     return (*csv_header(head, path.name), text_encoding(head[:4], path.name))
 
 
-def _check_text(path: Path, decode: bool = False) -> None:
+def check_csv_bytes(path: Path, decode: bool = False) -> None:
     """:func:`dpsynth.io.read_table`'s refusals of a CSV file's bytes, streamed: a NUL byte (DuckDB reads one
     inside a value as text, so the same file could be released here and refused in memory) and, with
     ``decode``, text that is not UTF-8 (which DuckDB refuses too, less clearly: checked after it fails)."""
@@ -151,14 +151,14 @@ class DuckDBEngine(Engine):
                 src = source_sql(source)
                 label = p.name
                 if p.is_file() and p.suffix.lower() not in PARQUET_SUFFIXES:
-                    _check_text(p)
+                    check_csv_bytes(p)
             else:
                 con.register("__dpsynth_src", source)
                 src, label = "__dpsynth_src", "the table"
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
             except duckdb.Error as exc:
-                _explain_csv_error(source)
+                explain_csv_failure(source)
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             types = {row[0]: str(row[1]) for row in described}
             _check_columns(schema, types)
@@ -173,7 +173,7 @@ class DuckDBEngine(Engine):
             try:
                 res = _run_with_progress(con, query, progress)
             except duckdb.Error as exc:
-                _explain_csv_error(source)
+                explain_csv_failure(source)
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             cells = np.asarray(res["cell"], dtype=np.int64)
             counts = np.asarray(res["n"], dtype=np.int64)
@@ -198,15 +198,15 @@ class DuckDBEngine(Engine):
             con.close()
 
 
-def _explain_csv_error(source: Any) -> None:
+def explain_csv_failure(source: Any) -> None:
     """After DuckDB failed on a CSV file: read_table's own message where it has one (the encoding, a row
     whose number of fields is not the header's)."""
     if not (isinstance(source, str | Path) and Path(source).is_file()
             and Path(source).suffix.lower() not in PARQUET_SUFFIXES):
         return
     path = Path(source)
-    _check_text(path, decode=True)
-    sep, header, encoding = _csv_header(path)
+    check_csv_bytes(path, decode=True)
+    sep, header, encoding = csv_layout(path)
     try:
         with open(path, encoding=encoding, newline="") as fh:
             rows = csv.reader(fh, delimiter=sep, quotechar='"', doublequote=True, strict=True)

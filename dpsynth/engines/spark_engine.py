@@ -72,8 +72,35 @@ class SparkEngine(Engine):
                 raise InputError(f"File {str(source)!r} does not exist.")
             if p.is_dir() or p.suffix.lower() in PARQUET_SUFFIXES:
                 return self.spark.read.parquet(str(p))
-            return self.spark.read.csv(str(p), header=True, inferSchema=False, mode="FAILFAST", escape="\"", multiLine=True)
+            return self._read_csv(p)
         raise InputError(f"The Spark engine counts a file or a DataFrame, not a {type(source).__name__}.")
+
+    def _read_csv(self, p: Path) -> Any:
+        """A CSV file with read_table's delimiter, exact column names, bytes checks and decimal commas (as the
+        DuckDB engine reads it: :func:`dpsynth.engines.duckdb_engine.source_sql`)."""
+        from pyspark.sql import functions as F
+
+        from dpsynth.engines.duckdb_engine import check_csv_bytes, csv_layout
+        from dpsynth.io import DECIMAL_COMMA, GROUPED_DECIMAL_COMMA
+
+        sep, header, encoding = csv_layout(p)
+        check_csv_bytes(p)
+        df = self.spark.read.csv(str(p), header=True, sep=sep, encoding=encoding.upper(), inferSchema=False,
+                                 mode="FAILFAST", escape="\"", multiLine=True, ignoreLeadingWhiteSpace=False,
+                                 ignoreTrailingWhiteSpace=False)
+        if len(df.columns) != len(header):
+            raise InputError(f"{p.name}: the header row could not be read consistently; check its quotes.")
+        df = df.toDF(*header)
+        if sep == ",":
+            return df
+        cols = []
+        for h in header:
+            c = F.col(f"`{h.replace('`', '``')}`")
+            cols.append(F.when(c.rlike(f"^(?:{DECIMAL_COMMA})$"), F.regexp_replace(c, ",", "."))
+                        .when(c.rlike(f"^(?:{GROUPED_DECIMAL_COMMA})$"),
+                              F.regexp_replace(F.regexp_replace(c, "\\.", ""), ",", "."))
+                        .otherwise(c).alias(h))
+        return df.select(*cols)
 
     def count(
         self, source: Any, schema: Schema, *, max_dense_cells: int = MAX_DENSE_CELLS,
@@ -93,6 +120,8 @@ class SparkEngine(Engine):
             res = self.spark.sql(query).toPandas()
             cells = res["cell"].to_numpy(dtype=np.int64)
             counts = res["n"].to_numpy(dtype=np.int64)
+            if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
+                raise InputError(f"{Path(source).name} has a header but no data rows.")
             flags = [res[f"f{k}"].to_numpy(dtype=np.int64) for k in range(n_flags)]
             errors = column_errors(schema, flags, counts)
             if errors:
