@@ -69,9 +69,14 @@ def test_golden_value(tmp_path):
     "age,colour,income\n34.0,red,1200.50\n51,blue,\n+34,red,1.2005e3\n19,green,880.0\n",  # numbers spelled differently
     " age , colour,income\n34 ,red,1200.5\n51,blue,  \n34,red,1200.5\n19,green\t,880\n",  # spaces around cells and names
     "age,colour,income\n34,red,1200.5\n51,blue,NaN\n34,red,1200.5\n19,green,880\n",  # NaN is missing
+    # decimal commas where commas do not delimit, as read_table reads them (the dashboard's upload)
+    "age;colour;income\n34;red;1200,5\n51;blue;\n34;red;1.200,5\n19;green;880\n",
+    "age\tcolour\tincome\n34\tred\t1200,5\n51\tblue\t\n34\tred\t1200,50\n19\tgreen\t880\n",
 ])
 def test_same_table_same_identity(tmp_path, base, text):
     assert _write(tmp_path, "t.csv", text) == base
+    # the same file uploaded (bytes, read by read_table) and given by its path (read by DuckDB): one budget
+    assert table_identity(text.encode("utf-8"), name="t.csv") == base
 
 
 @pytest.mark.parametrize("text", [
