@@ -130,6 +130,24 @@ def test_same_bytes_with_auto_method_and_threshold(stored: dict[str, Path], tmp_
     assert a == b
 
 
+@pytest.mark.parametrize("method", ["histogram", "marginals"])
+def test_a_semicolon_csv_with_decimal_commas_releases_the_same_bytes_on_both_engines(
+        stored: dict[str, Path], tmp_path: Path, method: str) -> None:
+    """The table written the European way (semicolons, decimal commas, a dot grouping thousands) is the same table:
+    the same release on either engine as the comma CSV's (the default engine follows the file's size)."""
+    d = tmp_path / "euro"
+    d.mkdir()
+    df = _table().astype(object)
+    df["income"] = [f"{v:,.2f}".replace(",", "_").replace(".", ",").replace("_", ".") for v in _table()["income"]]
+    df["score"] = [repr(v).replace(".", ",") for v in _table()["score"]]
+    text = df.to_csv(index=False, sep=";")
+    assert any("." in v and "," in v for v in df["income"])  # e.g. 126.895,90
+    (d / "data.csv").write_text(text, encoding="utf-8")
+    ref = _cli_zip(stored, stored["csv"], "pandas", tmp_path, "--method", method)
+    for engine in ("pandas", "duckdb"):
+        assert _cli_zip(stored, d / "data.csv", engine, tmp_path, "--method", method) == ref, engine
+
+
 def test_spark_counts_to_the_same_bytes(stored: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     a = _cli_zip(stored, stored["parquet"], "pandas", tmp_path)
