@@ -335,6 +335,11 @@ def _check_quotes(body: bytes, sep: str, name: str) -> None:
         raise InputError(f"{name} has an unclosed quote: the quote that opens a value on line {line} is never closed.")
 
 
+def ragged_row_message(name: str, expected: int, row: int, got: int) -> str:
+    """The refusal of a data row (1-based, empty lines not counted) whose number of fields is not the header's."""
+    return f"{name}: Expected {expected} fields (one per column of the header), but row {row} has {got}."
+
+
 def _csv_problem(msg: str, name: str, expected: int, block: int) -> str:
     m = _ROW.search(msg)
     if m:
@@ -342,7 +347,7 @@ def _csv_problem(msg: str, name: str, expected: int, block: int) -> str:
         text = msg.split(":", 2)[-1] if msg.count(":") >= 2 else ""
         if text.count('"') % 2 == 1 or got < expected and '"' in text:
             return f"{name} has an unclosed quote starting in row {row}."
-        return f"{name}: Expected {expected} fields (one per column of the header), but row {row} has {got}."
+        return ragged_row_message(name, expected, row, got)
     if "straddling" in msg or "block" in msg:
         return f"{name} has a row longer than {block / 2**20:,.0f} MB."
     if "UTF8" in msg or "utf8" in msg.lower():

@@ -393,9 +393,6 @@ def split_value_budget(epsilon: float, schema: Schema, value_share: float | None
     (basic composition then gives at most ε). s must be in [0, 1); s = 0 (or no numeric column)
     gives (ε, 0).
     """
-    from fractions import Fraction
-
-    from dpsynth.mechanisms import exact_epsilon
     from dpsynth.value_model import DEFAULT_VALUE_SHARE, value_columns
 
     if value_share is None:
@@ -403,15 +400,8 @@ def split_value_budget(epsilon: float, schema: Schema, value_share: float | None
     share = _check_share(value_share)
     if share == 0.0 or not value_columns(schema):
         return epsilon, 0.0
-    total = exact_epsilon(epsilon)
-    ev = Fraction(repr(share)) * total
-
-    def down(x: Fraction) -> float:
-        f = float(x)
-        return math.nextafter(f, 0.0) if Fraction(repr(f)) > x else f
-
-    ev_f = down(ev)
-    return down(total - Fraction(repr(ev_f))), ev_f
+    ev, main = _carve(epsilon, share)
+    return main, ev
 
 
 def choose_method(schema: Schema, mech: Mechanism, method: str, expected_rows: int | None) -> tuple[str, str]:

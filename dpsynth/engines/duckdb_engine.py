@@ -55,17 +55,7 @@ def source_sql(path: str | Path) -> str:
     )
     if sep == ",":
         return read
-    # decimal commas read as numbers cell by cell, as dpsynth.io.read_table does in a file not delimited by commas
-    from dpsynth.io import DECIMAL_COMMA, GROUPED_DECIMAL_COMMA
-
-    plain, grouped = S.quote_str(DECIMAL_COMMA, "duckdb"), S.quote_str(GROUPED_DECIMAL_COMMA, "duckdb")
-    cols = []
-    for h in header:
-        c = S.quote_ident(h, "duckdb")
-        cols.append(f"CASE WHEN regexp_full_match({c}, {plain}) THEN replace({c}, ',', '.')"
-                    f" WHEN regexp_full_match({c}, {grouped}) THEN replace(replace({c}, '.', ''), ',', '.')"
-                    f" ELSE {c} END AS {c}")
-    return f"(SELECT {', '.join(cols)} FROM {read})"
+    return f"(SELECT {', '.join(S.decimal_comma_columns(header, 'duckdb'))} FROM {read})"
 
 
 def csv_layout(path: Path) -> tuple[str, list[str], str]:
@@ -204,6 +194,8 @@ def explain_csv_failure(source: Any) -> None:
     if not (isinstance(source, str | Path) and Path(source).is_file()
             and Path(source).suffix.lower() not in PARQUET_SUFFIXES):
         return
+    from dpsynth.io import ragged_row_message
+
     path = Path(source)
     check_csv_bytes(path, decode=True)
     sep, header, encoding = csv_layout(path)
@@ -217,8 +209,7 @@ def explain_csv_failure(source: Any) -> None:
                     continue
                 row += 1
                 if len(fields) != len(header):
-                    raise InputError(f"{path.name}: Expected {len(header)} fields (one per column of the header), but"
-                                     f" row {row} has {len(fields)}.")
+                    raise InputError(ragged_row_message(path.name, len(header), row, len(fields)))
     except (csv.Error, UnicodeError, OSError):
         return  # DuckDB's own message stands
 

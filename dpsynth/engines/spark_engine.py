@@ -78,10 +78,7 @@ class SparkEngine(Engine):
     def _read_csv(self, p: Path) -> Any:
         """A CSV file with read_table's delimiter, exact column names, bytes checks and decimal commas (as the
         DuckDB engine reads it: :func:`dpsynth.engines.duckdb_engine.source_sql`)."""
-        from pyspark.sql import functions as F
-
         from dpsynth.engines.duckdb_engine import check_csv_bytes, csv_layout
-        from dpsynth.io import DECIMAL_COMMA, GROUPED_DECIMAL_COMMA
 
         sep, header, encoding = csv_layout(p)
         check_csv_bytes(p)
@@ -93,14 +90,7 @@ class SparkEngine(Engine):
         df = df.toDF(*header)
         if sep == ",":
             return df
-        cols = []
-        for h in header:
-            c = F.col(f"`{h.replace('`', '``')}`")
-            cols.append(F.when(c.rlike(f"^(?:{DECIMAL_COMMA})$"), F.regexp_replace(c, ",", "."))
-                        .when(c.rlike(f"^(?:{GROUPED_DECIMAL_COMMA})$"),
-                              F.regexp_replace(F.regexp_replace(c, "\\.", ""), ",", "."))
-                        .otherwise(c).alias(h))
-        return df.select(*cols)
+        return df.selectExpr(*S.decimal_comma_columns(header, "spark"))
 
     def count(
         self, source: Any, schema: Schema, *, max_dense_cells: int = MAX_DENSE_CELLS,

@@ -444,3 +444,22 @@ def first_error(col: NumericColumn | CategoricalColumn, errors: dict[int, int]) 
 def bool_error(name: str) -> str:
     """``encode``'s message for a true/false column declared numeric."""
     return f"Column {name!r} holds true/false values; declare it categorical."
+
+
+def decimal_comma_columns(names: list[str], dialect: Dialect) -> list[str]:
+    """SELECT expressions that read every column of a file not delimited by commas as
+    :func:`dpsynth.io.read_table` does: a cell with a decimal comma, or dots grouping thousands, becomes its
+    number ("30,5" → "30.5", "1.030,5" → "1030.5"), cell by cell; every other cell is kept as it is."""
+    from dpsynth.io import DECIMAL_COMMA, GROUPED_DECIMAL_COMMA
+
+    plain = quote_str(f"^(?:{DECIMAL_COMMA})$", dialect)
+    grouped = quote_str(f"^(?:{GROUPED_DECIMAL_COMMA})$", dialect)
+    match = "regexp_matches" if dialect == "duckdb" else "rlike"
+    out = []
+    for name in names:
+        c = quote_ident(name, dialect)
+        out.append(f"CASE WHEN {match}({c}, {plain}) THEN replace({c}, ',', '.')"
+                   f" WHEN {match}({c}, {grouped}) THEN replace(replace({c}, '.', ''), ',', '.')"
+                   f" ELSE {c} END AS {c}")
+    return out
+
