@@ -98,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     pv.add_argument("--delta", type=float, default=0.0)
     pv.add_argument("--neighbours", default="add-remove", choices=["add-remove", "replace-one"])
     pv.add_argument("--expected-rows", type=int, default=None)
+    pv.add_argument("--mechanism", default="auto", choices=["auto", "laplace", "gaussian"])
+    pv.add_argument("--method", default="auto", choices=["auto", "histogram", "marginals"])
+    pv.add_argument("--rows", type=int, default=None, help="synthetic rows, as the release's --rows")
+    pv.add_argument("--threshold", type=int, default=1, help="as the release's --threshold")
 
     rg = sub.add_parser("regress", help="DP linear regression by noisy sufficient statistics (spends its own ε)")
     rg.add_argument("input", help="CSV, Parquet or Excel file")
@@ -402,10 +406,12 @@ def _preview(a: argparse.Namespace) -> int:
     from dpsynth.verdicts import utility_verdict
 
     schema = load_schema(a.schema)
-    pred = predict_utility(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
+    pred = predict_utility(schema, a.epsilon, a.delta, a.neighbours, mechanism=a.mechanism, method=a.method,
+                           expected_rows=a.expected_rows, rows=a.rows, threshold=a.threshold)
     print(f"Method: {pred.method} ({pred.why}).")
     if pred.method == "histogram":  # the per-cell figures describe the full histogram only
-        p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, expected_rows=a.expected_rows)
+        p = accuracy_preview(schema, a.epsilon, a.delta, a.neighbours, a.mechanism, expected_rows=a.expected_rows,
+                             rows=a.rows, threshold=a.threshold)
         print(f"{p['n_cells']:,} cells, {p['mechanism']} noise with standard deviation {p['noise_std']:.2f} per cell.")
         print(f"95% of cells are within ±{p['interval_95']:g} of the truth; with 95% probability all are within"
               f" ±{p['cell_bound']:g}.")

@@ -256,15 +256,9 @@ def make_plan(request: ReleaseRequest) -> ReleasePlan:
                 f" at least {request.threshold} from noise alone, against about {hint:,} rows of data. Use fewer"
                 " cells, a larger ε, or a higher threshold."
             )
-        count_eps, rest_eps = _carve(request.epsilon, HISTOGRAM_ROWS_SHARE)
-        counter = DiscreteLaplace.calibrate(count_eps, request.neighbours, request.max_contributions)
-        # a count is bought only when it sets the rows (not when the curator gives their number)
-        row_total = histogram_row_total(schema.n_cells, mech, request.threshold,
-                                        counter.noise_std() if request.rows is None else math.inf)
-        if row_total == "count":  # the rest of ε is split as the whole would have been
-            split = replace(split_budget(rest_eps, request.delta, schema, request.value_share, request.mechanism),
-                            epsilon_rows=count_eps)
-            mech = split.main_mechanism(request.delta, request.neighbours, request.max_contributions, request.mechanism)
+        split, mech, row_total = histogram_budget(
+            schema, request.epsilon, request.delta, request.neighbours, request.max_contributions, request.mechanism,
+            request.value_share, request.threshold, rows_given=request.rows is not None)
     else:
         if request.threshold != 1:
             raise InputError("A release threshold applies to the histogram method only.")
@@ -305,6 +299,24 @@ def histogram_row_total(n_cells: int, mechanism: Mechanism, threshold: int = 1, 
     if threshold <= 1:
         errors["listed"] = n_cells * mechanism.upper_tail_mean(1)
     return min(errors, key=errors.__getitem__)
+
+
+def histogram_budget(schema: Schema, epsilon: float, delta: float, neighbours: Neighbours | str,
+                     max_contributions: int = 1, mechanism: str = "auto", value_share: float | None = None,
+                     threshold: int = 1, rows_given: bool = False) -> tuple[BudgetSplit, Mechanism, str]:
+    """The histogram method's budget, its cells' mechanism and what sets its row count
+    (:func:`histogram_row_total`), from public inputs only: what :func:`make_plan` runs, and what a
+    preview must describe (the cells' noise grows by the share a row count of its own takes)."""
+    split = split_budget(epsilon, delta, schema, value_share, mechanism)
+    mech = split.main_mechanism(delta, neighbours, max_contributions, mechanism)
+    count_eps, rest_eps = _carve(epsilon, HISTOGRAM_ROWS_SHARE)
+    counter = DiscreteLaplace.calibrate(count_eps, neighbours, max_contributions)
+    # a count is bought only when it sets the rows (not when the curator gives their number)
+    row_total = histogram_row_total(schema.n_cells, mech, threshold, math.inf if rows_given else counter.noise_std())
+    if row_total == "count":  # the rest of ε is split as the whole would have been
+        split = replace(split_budget(rest_eps, delta, schema, value_share, mechanism), epsilon_rows=count_eps)
+        mech = split.main_mechanism(delta, neighbours, max_contributions, mechanism)
+    return split, mech, row_total
 
 
 def _carve(epsilon: float, share: float) -> tuple[float, float]:

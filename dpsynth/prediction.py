@@ -99,9 +99,12 @@ class Prediction:
 def predict_utility(
     schema: Schema, epsilon: float, delta: float = 0.0, neighbours: Neighbours | str = Neighbours.ADD_REMOVE, *,
     max_contributions: int = 1, mechanism: str = "auto", method: str = "auto", expected_rows: int | None = None,
+    rows: int | None = None, threshold: int = 1,
 ) -> Prediction:
-    """Expected mean one- and two-column TVD of the release that would run (see the module docstring)."""
-    from dpsynth.plan import choose_method, split_budget  # what the release's plan will run
+    """Expected mean one- and two-column TVD of the release that would run (see the module docstring);
+    ``rows`` and ``threshold`` as the release's (a histogram buys its own row count when no ``rows`` is given,
+    and its cells then get that share less of ε)."""
+    from dpsynth.plan import choose_method, histogram_budget, split_budget  # what the release's plan will run
 
     rel = Neighbours.parse(neighbours)
     split = split_budget(epsilon, delta, schema, None, mechanism)  # the main method's share (the rest: numeric values)
@@ -109,6 +112,9 @@ def predict_utility(
     chosen, why = choose_method(schema, mech, method, expected_rows)
     if chosen == "marginals":  # as the plan does: the marginals method's own split (a smaller value share when wide)
         split = split_budget(epsilon, delta, schema, None, mechanism, adaptive=True)
+    else:
+        split, mech, _ = histogram_budget(schema, epsilon, delta, rel, max_contributions, mechanism,
+                                          threshold=threshold, rows_given=rows is not None)
     epsilon = split.epsilon_main
     n = int(expected_rows) if expected_rows else DEFAULT_ROWS
     sizes = list(schema.sizes)

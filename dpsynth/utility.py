@@ -28,7 +28,7 @@ from dpsynth import noise
 from dpsynth.binning import encode
 from dpsynth.errors import InputError
 from dpsynth.humanize import about, count, number, percent
-from dpsynth.mechanisms import DiscreteLaplace, calibrate, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
+from dpsynth.mechanisms import DiscreteLaplace, cell_error_bound, check_epsilon, laplace_accuracy, laplace_scale
 from dpsynth.neighbours import Neighbours, bounded_mean_sensitivity, histogram_l1_sensitivity
 from dpsynth.schema import NumericColumn, Schema
 
@@ -413,13 +413,19 @@ def simulate_means(
 def accuracy_preview(
     schema: Schema, epsilon: float, delta: float = 0.0, neighbours: Neighbours | str = "add-remove",
     mechanism: str = "auto", beta: float = 0.05, expected_rows: int | None = None, max_contributions: int = 1,
+    rows: int | None = None, threshold: int = 1,
 ) -> dict[str, Any]:
     """Expected error of the noisy histogram before release, from public inputs only (no data).
 
+    The cells' mechanism is the release's (:func:`dpsynth.plan.histogram_budget`: the value model's and
+    the row count's shares taken from ε; ``rows`` and ``threshold`` as the release's).
     ``cell_bound``: with probability ≥ 1 − β no cell is off by more than this (exact tails, union
     bound); ``theorem_3_8``: the Algorithmic Foundations of DP slides' ln(k/β)·Δ/ε for Laplace noise.
     """
-    mech = calibrate(epsilon, delta, neighbours, max_contributions, kind=mechanism)
+    from dpsynth.plan import histogram_budget
+
+    _, mech, _ = histogram_budget(schema, epsilon, delta, neighbours, max_contributions, mechanism,
+                                  threshold=threshold, rows_given=rows is not None)
     k = schema.n_cells
     std = mech.noise_std()
     out: dict[str, Any] = {

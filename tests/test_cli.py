@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,20 @@ def test_preview_touches_no_data(files, capsys):
     assert main(["preview", "--schema", str(schema), "--epsilon", "1", "--expected-rows", "30"]) == 0
     out = capsys.readouterr().out
     assert "20 cells" in out and "warning" in out
+
+
+@pytest.mark.parametrize("flags", [[], ["--delta", "1e-6"], ["--mechanism", "laplace", "--rows", "40"],
+                                   ["--delta", "1e-6", "--method", "histogram", "--threshold", "2"]])
+def test_preview_states_the_noise_the_release_then_adds(files, capsys, flags):
+    """The same flags give the preview and the release the same per-cell noise (the value model's share of ε
+    comes off first; before, the preview stated the noise of the whole ε)."""
+    tmp, data, schema = files
+    assert main(["preview", "--schema", str(schema), "--epsilon", "1", *flags]) == 0
+    stated = float(re.search(r"standard deviation ([0-9.]+) per cell", capsys.readouterr().out).group(1))
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(tmp / "s.csv"),
+                 "--card-out", str(tmp / "c.json"), "--ledger", str(tmp / "one.sqlite"), "--seed", "1", *flags]) == 0
+    card = json.loads((tmp / "c.json").read_text())
+    assert stated == pytest.approx(card["mechanism"]["noise_std"], abs=0.005)
 
 
 @pytest.mark.parametrize("content, fragment", [

@@ -85,6 +85,31 @@ def test_accuracy_preview_is_public_only(small_schema):
     assert not accuracy_preview(small_schema, 1.0, expected_rows=100_000)["warnings"]
 
 
+@pytest.mark.parametrize("cells", ["few", "many"])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.parametrize("rows", [None, 300])
+def test_previews_state_the_noise_the_release_adds(small_df, small_schema, cells, delta, rows):
+    """The command line's preview and the Privacy page's prediction give each cell the noise the release then
+    adds: the value model's share of ε comes off first, and, on a domain large enough that the histogram buys
+    its own row count (no --rows given), that count's share too (before, the preview took the whole ε)."""
+    from dpsynth.prediction import predict_utility
+    from dpsynth.release import release
+
+    schema, df = small_schema, small_df
+    if cells == "many":  # 25 × 4 × 120 = 12,000 cells: the unclamped sum's spread passes the count's
+        schema = Schema((*small_schema.columns,
+                         CategoricalColumn(name="code", categories=tuple(f"c{i}" for i in range(120)))))
+        df = small_df.assign(code=[f"c{i % 120}" for i in range(len(small_df))])
+        schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=25, integer=True), *schema.columns[1:]))
+    rel = release(df, schema, epsilon=1.0, delta=delta, method="histogram", rows=rows, rng=np.random.default_rng(3))
+    ran = rel.card["mechanism"]["noise_std"]
+    bought = (rel.plan.row_total == "count")
+    assert bought == (cells == "many" and rows is None)
+    assert accuracy_preview(schema, 1.0, delta, rows=rows)["noise_std"] == pytest.approx(ran, rel=1e-12)
+    pred = predict_utility(schema, 1.0, delta, method="histogram", rows=rows)
+    assert pred.noise["noise_std_per_cell"] == pytest.approx(ran, rel=1e-12)
+
+
 def test_tradeoff_curves_error_falls_with_epsilon(small_df, small_schema):
     out = tradeoff_curves(small_df, small_schema, "age", [0.1, 1.0, 10.0], reps=100, rng=np.random.default_rng(0))
     assert list(out["epsilon"]) == [0.1, 1.0, 10.0]
