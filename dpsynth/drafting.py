@@ -54,9 +54,15 @@ def draft_column(series: pd.Series, name: str, kind: str | None = None, bins: in
         if integer and hi - lo + 1 <= bins:
             # one bin per whole number, centred on it
             lo, hi, b = lo - 0.5, hi + 0.5, int(hi - lo + 1)
-        col: Column = NumericColumn(name=name, lower=lo, upper=hi, bins=b, integer=integer and _fits(lo, hi, b),
-                                    missing=has_missing, provenance="data")
-        return col
+        integer = integer and _fits(lo, hi, b)
+        # a range float64 cannot split into b bins (values of 1e300, or 5e-324) gets one bin, or is left out
+        for bins_tried in dict.fromkeys((b, 1)):
+            try:
+                return NumericColumn(name=name, lower=lo, upper=hi, bins=bins_tried, integer=integer and bins_tried == b,
+                                     missing=has_missing, provenance="data")
+            except InputError:
+                continue
+        return None
     cats = text[text.notna() & (text != "")].value_counts()
     if len(cats) == 0 or len(cats) > MAX_DRAFT_CATEGORIES:
         return None

@@ -84,6 +84,12 @@ class NumericColumn:
             )
         if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= MAX_BINS:
             raise InputError(f"Column {self.name!r}: bins must be a whole number from 1 to {MAX_BINS}, got {self.bins!r}.")
+        if not math.isfinite(float(self.upper) - float(self.lower)):
+            raise InputError(f"Column {self.name!r}: the range [{self.lower}, {self.upper}] is wider than a float64"
+                             " can hold; use narrower bounds.")
+        if not np.all(np.diff(self.edges()) > 0):  # a bin of width 0 would hold no value
+            raise InputError(f"Column {self.name!r}: {self.bins} bins on [{self.lower}, {self.upper}] are narrower than"
+                             " float64 precision can tell apart; use fewer bins or a wider range.")
         _normalise_sources(self, NUMERIC_FIELDS)
         d = self.decimals
         if d is not None:
@@ -94,12 +100,15 @@ class NumericColumn:
                     f"Column {self.name!r}: set either integer (whole numbers) or decimals, not both;"
                     " integer: true is the same as decimals: 0."
                 )
-            # grid units k are held in int64 and k·10^-d must be an exact float64 comparison target
-            if max(abs(self.lower), abs(self.upper)) * 10.0**d > 2.0**53:
-                raise InputError(
-                    f"Column {self.name!r}: {d} decimals on bounds as large as [{self.lower}, {self.upper}]"
-                    " exceed float64 precision; use fewer decimals."
-                )
+        grid = self.grid_decimals
+        # grid units k are held in int64 and k·10^-d must be an exact float64 comparison target
+        if grid is not None and max(abs(self.lower), abs(self.upper)) * 10.0**grid > 2.0**53:
+            what = "whole numbers" if self.integer else f"{grid} decimals"
+            fix = "set integer to false" if self.integer else "use fewer decimals"
+            raise InputError(
+                f"Column {self.name!r}: {what} on bounds as large as [{self.lower}, {self.upper}]"
+                f" exceed float64 precision (2^53 grid steps); {fix}."
+            )
         if self.integer or d is not None:
             lo, hi = self.grid_ranges()
             if np.any(hi < lo):

@@ -356,8 +356,11 @@ def auto_decimals(col: NumericColumn, points: int = AUTO_GRID_POINTS) -> int:
     negative: steps of 10, 100, …) giving at most ``points`` grid points on [lower, upper], but at least
     two grid points per bin and never finer than 10^-9."""
     span = col.upper - col.lower
-    d = math.floor(math.log10(points / span))
-    d = max(d, math.ceil(math.log10(2 * col.bins / span)))
+    ratios = points / span, 2 * col.bins / span
+    if not all(math.isfinite(r) for r in ratios):  # a range below float64's normal numbers: d → ∞, so the finest
+        return 9
+    d = math.floor(math.log10(ratios[0]))
+    d = max(d, math.ceil(math.log10(ratios[1])))
     return min(d, 9)
 
 

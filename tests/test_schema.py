@@ -36,6 +36,13 @@ def test_issue_example_parses_and_round_trips(tmp_path):
     ({"columns": [{"name": "a", "type": "categorical", "categories": ["x", "x"]}]}, "listed twice"),
     ({"columns": [{"name": "a", "type": "text"}]}, "type must be"),
     ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 5, "integer": True}]}, "no whole number"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": -1e308, "upper": 1e308, "bins": 2}]}, "wider than a float64"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": 1e16, "upper": 1e16 + 4, "bins": 10}]}, "narrower than float64"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": -5e-324, "upper": 5e-324, "bins": 3}]}, "narrower than float64"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 2.0**60, "bins": 10, "integer": True}]},
+     "whole numbers on bounds as large as .* set integer to false"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 1e12, "bins": 10, "decimals": 5}]},
+     "5 decimals on bounds as large as .* use fewer decimals"),
     ({"columns": [{"name": "a", "type": "categorical", "categories": ["x"], "on_unknown": "missing"}]}, "needs missing"),
     ({"columns": []}, "no columns"),
     ({"cols": []}, '"columns" list'),
@@ -216,3 +223,34 @@ def test_decimal_columns_decode_to_grid_values_in_their_bin():
     v = out[codes[:, 0] < 7]
     np.testing.assert_array_equal(np.round(v * 1000) / 1000, v)  # exactly the float of k / 10^3
     assert (encode(pd.DataFrame({"score": out}), s).codes[:, 0] == codes[:, 0]).all()
+
+
+@pytest.mark.parametrize("method", ["histogram", "marginals"])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_ranges_at_the_ends_of_float64_release_or_are_refused_never_crash(method: str, delta: float) -> None:
+    """A range narrower than float64's normal numbers (one bin on [0, 5e-324]) releases (its automatic grid is the
+    finest, 10^-9, as the rule's limit); before, the grid's logarithm overflowed (OverflowError, a traceback)."""
+
+    from dpsynth.release import release
+    from dpsynth.value_model import auto_decimals
+
+    tiny = NumericColumn(name="t", lower=0.0, upper=5e-324, bins=1)
+    assert auto_decimals(tiny) == 9
+    schema = Schema((tiny, CategoricalColumn(name="c", categories=("a", "b"))))
+    df = pd.DataFrame({"t": ["0", "5e-324"] * 50, "c": ["a", "b", "b", "a"] * 25})
+    rel = release(df, schema, epsilon=1.0, delta=delta, method=method, rng=np.random.default_rng(1))
+    v = pd.to_numeric(rel.synthetic["t"])
+    assert len(v) > 0 and v.between(0.0, 5e-324).all()
+
+
+def test_drafts_of_extreme_numbers_never_crash() -> None:
+    """A column float64 cannot split into bins gets one bin; one it cannot bound at all is left out, by name."""
+
+    from dpsynth.drafting import draft_schema
+
+    df = pd.DataFrame({"sub": ["5e-324", "0"] * 10, "const": ["1e300"] * 20, "wide": ["-1e308", "1e308"] * 10,
+                       "ok": [str(i) for i in range(20)], "id": [str(10**18 + 7919 * i) for i in range(20)]})
+    schema, left_out = draft_schema(df)
+    assert schema.column("sub").bins == 1
+    assert not schema.column("id").integer  # whole numbers past 2^53 are not a grid float64 can hold
+    assert set(left_out) == {"const", "wide"}
