@@ -35,6 +35,18 @@ METHODS = ("histogram", "marginals", "auto")
 DEFAULT_SIZE_HINT = 10_000
 
 
+#: The smallest ε a release takes (the dashboard's own floor is 0.01). At ε = 10⁻⁴ one count's discrete Laplace noise
+#: has a standard deviation of about 14,000, and the release's smallest shares of ε (a value-model level, a marginal
+#: round, with up to :data:`MAX_CONTRIBUTIONS` rows per person) keep their noise about 50 times inside the exact
+#: samplers' range (:mod:`dpsynth.noise`: scale ≤ 2^40, σ² ≤ 2^80), so a release below it is refused before any
+#: charge rather than failing after it.
+MIN_EPSILON = 1e-4
+#: The smallest δ > 0 a release takes: below it 1/δ leaves float64's range in the conversions between (ε, δ) and ρ.
+MIN_DELTA = 1e-300
+#: The most rows per person a release bounds contributions to (the dashboard's own limit is 100).
+MAX_CONTRIBUTIONS = 1000
+
+
 @dataclass(frozen=True)
 class ReleaseRequest:
     """The public inputs of a release (what the curator chose); nothing here is read from the data."""
@@ -59,6 +71,14 @@ class ReleaseRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
+        if self.epsilon < MIN_EPSILON:
+            raise InputError(
+                f"ε = {self.epsilon:g} is below {MIN_EPSILON:g}, the smallest ε a release takes: each count would get"
+                f" noise of about ±{1.4 / self.epsilon:,.0f} people or more, which swamps all but the largest tables,"
+                " and the noise's exact samplers stop there. Choose a larger ε.")
+        if 0 < self.delta < MIN_DELTA:
+            raise InputError(f"δ = {self.delta:g} is below {MIN_DELTA:g}: so small a δ is δ = 0 in effect. Use δ = 0 (pure"
+                             " DP, Laplace noise) instead.")
         object.__setattr__(self, "neighbours", Neighbours.parse(self.neighbours).value)
         if self.method not in METHODS:
             raise InputError(f"Unknown method {self.method!r}; use histogram, marginals or auto.")
@@ -69,8 +89,8 @@ class ReleaseRequest:
         if isinstance(self.threshold, bool) or int(self.threshold) != self.threshold or self.threshold < 1:
             raise InputError(f"The release threshold must be a whole number ≥ 1, got {self.threshold!r}.")
         k = self.max_contributions
-        if isinstance(k, bool) or int(k) != k or k < 1:
-            raise InputError(f"The most rows per person must be a whole number ≥ 1, got {k!r}.")
+        if isinstance(k, bool) or int(k) != k or not 1 <= k <= MAX_CONTRIBUTIONS:
+            raise InputError(f"The most rows per person must be a whole number from 1 to {MAX_CONTRIBUTIONS:,}, got {k!r}.")
         if self.id_column is None and k != 1:
             raise InputError("Several rows per person need an ID column to bound contributions.")
         if self.expected_rows is not None and (int(self.expected_rows) != self.expected_rows or self.expected_rows < 1):

@@ -261,3 +261,56 @@ def test_a_very_large_epsilon_releases_the_data_almost_exactly(method, neighbour
             p = np.bincount(exact[:, j], minlength=small_schema.sizes[j]) / len(exact)
             q = np.bincount(got[:, j], minlength=small_schema.sizes[j]) / len(got)
             assert 0.5 * np.abs(p - q).sum() <= 0.1
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"epsilon": 1e-5}, r"ε = 1e-05 is below 0.0001"),
+    ({"epsilon": 1e-300}, r"ε = 1e-300 is below 0.0001"),
+    ({"epsilon": 5e-324}, r"is below 0.0001"),
+    ({"epsilon": 1.0, "delta": 5e-324}, r"δ = 4.94066e-324 is below 1e-300: .* Use δ = 0"),
+    ({"epsilon": 1.0, "id_column": "pid", "max_contributions": 1001}, r"rows per person .* from 1 to 1,000"),
+])
+@pytest.mark.parametrize("method", ["marginals", "histogram"])
+def test_a_budget_too_small_to_sample_is_refused_before_any_charge(tmp_path, small_df, small_schema, kwargs, fragment,
+                                                                    method):
+    """The other end of the scale: below ε = 10⁻⁴ a release either raised after the charge (a noise scale past the
+    exact sampler's range on the marginals method: the spend recorded, no release), hung for minutes in the
+    budget's conversions (ε = 10⁻¹² with δ > 0), or ended in a ZeroDivisionError (ε = 10⁻³⁰⁰)."""
+    led = Ledger(tmp_path / "l.sqlite")
+    df = small_df.assign(pid=[str(i) for i in range(len(small_df))])
+    with pytest.raises(InputError, match=fragment):
+        dpsynth.release(df, small_schema, method=method, ledger=led, dataset_id="ds", seed=0, **kwargs)
+    assert led.spent("ds").epsilon == 0 and led.spent("ds").delta == 0
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6, 1e-300])
+@pytest.mark.parametrize("method", ["marginals", "histogram"])
+def test_the_smallest_budget_releases_in_bounded_time(small_df, small_schema, method, delta):
+    """ε = 10⁻⁴ (δ down to 10⁻³⁰⁰, a thousand rows per person) releases, charged once, within seconds: the noise
+    stays inside the exact samplers' range, and the discrete Gaussian's tails and moments no longer sum 80σ terms
+    (σ ≈ 10⁸ here: gigabytes)."""
+    import time
+
+    df = small_df.assign(pid=[str(i % 250) for i in range(len(small_df))])
+    t = time.perf_counter()
+    # rows given: the noisy row count at this ε is off by millions (up to the 50,000,000 a release may write)
+    rel = dpsynth.release(df, small_schema, epsilon=1e-4, delta=delta, method=method, id_column="pid",
+                          max_contributions=1000, rows=1000, rng=np.random.default_rng(3))
+    assert time.perf_counter() - t < 60
+    assert rel.card["privacy"]["epsilon"] == 1e-4
+    syn = rel.synthetic
+    assert len(syn) == 1000 and set(syn["colour"].dropna()) <= {"red", "green", "blue"}
+    assert pd.to_numeric(syn["age"]).between(0, 100).all()
+
+
+def test_discrete_gaussian_moments_meet_at_the_switch_to_the_normal_law() -> None:
+    """Just below and above :data:`mechanisms.PMF_SUM_MAX_SIGMA` the pmf sums and the normal law's formulas agree."""
+    s = mechanisms.PMF_SUM_MAX_SIGMA
+    below = mechanisms.DiscreteGaussian(epsilon=1.0, delta=1e-6, l2_sensitivity=1, sigma2=Fraction(int(s * s) - 1),
+                                        neighbours="add-remove")
+    above = mechanisms.DiscreteGaussian(epsilon=1.0, delta=1e-6, l2_sensitivity=1, sigma2=Fraction(int(s * s) + 1),
+                                        neighbours="add-remove")
+    assert below.noise_std() == pytest.approx(above.noise_std(), rel=1e-6)
+    for a in (1, 3_000, 25_000, 60_000):
+        assert below.tail(a) == pytest.approx(above.tail(a), rel=1e-4, abs=1e-15)
+        assert below.upper_tail_mean(a) == pytest.approx(above.upper_tail_mean(a), rel=1e-4, abs=1e-12)
