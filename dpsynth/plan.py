@@ -47,6 +47,21 @@ MIN_DELTA = 1e-300
 MAX_CONTRIBUTIONS = 1000
 
 
+def check_release_budget(epsilon: float, delta: float = 0.0) -> tuple[float, float]:
+    """(ε, δ) as a release takes them (:func:`check_epsilon`, :func:`check_delta`, then :data:`MIN_EPSILON` and
+    :data:`MIN_DELTA`): what a release refuses, a preview of it refuses too."""
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    if eps < MIN_EPSILON:
+        raise InputError(
+            f"ε = {eps:g} is below {MIN_EPSILON:g}, the smallest ε a release takes: each count would get noise of"
+            f" about ±{1.4 / eps:,.0f} people or more, which swamps all but the largest tables, and the noise's exact"
+            " samplers stop there. Choose a larger ε.")
+    if 0 < dlt < MIN_DELTA:
+        raise InputError(f"δ = {dlt:g} is below {MIN_DELTA:g}: so small a δ is δ = 0 in effect. Use δ = 0 (pure DP,"
+                         " Laplace noise) instead.")
+    return eps, dlt
+
+
 @dataclass(frozen=True)
 class ReleaseRequest:
     """The public inputs of a release (what the curator chose); nothing here is read from the data."""
@@ -69,16 +84,9 @@ class ReleaseRequest:
     value_share: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "delta", check_delta(self.delta))
-        if self.epsilon < MIN_EPSILON:
-            raise InputError(
-                f"ε = {self.epsilon:g} is below {MIN_EPSILON:g}, the smallest ε a release takes: each count would get"
-                f" noise of about ±{1.4 / self.epsilon:,.0f} people or more, which swamps all but the largest tables,"
-                " and the noise's exact samplers stop there. Choose a larger ε.")
-        if 0 < self.delta < MIN_DELTA:
-            raise InputError(f"δ = {self.delta:g} is below {MIN_DELTA:g}: so small a δ is δ = 0 in effect. Use δ = 0 (pure"
-                             " DP, Laplace noise) instead.")
+        eps, delta = check_release_budget(self.epsilon, self.delta)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "neighbours", Neighbours.parse(self.neighbours).value)
         if self.method not in METHODS:
             raise InputError(f"Unknown method {self.method!r}; use histogram, marginals or auto.")

@@ -104,8 +104,9 @@ def predict_utility(
     """Expected mean one- and two-column TVD of the release that would run (see the module docstring);
     ``rows`` and ``threshold`` as the release's (a histogram buys its own row count when no ``rows`` is given,
     and its cells then get that share less of ε)."""
-    from dpsynth.plan import choose_method, histogram_budget, split_budget  # what the release's plan will run
+    from dpsynth.plan import check_release_budget, choose_method, histogram_budget, split_budget  # the release's plan
 
+    epsilon, delta = check_release_budget(epsilon, delta)
     rel = Neighbours.parse(neighbours)
     split = split_budget(epsilon, delta, schema, None, mechanism)  # the main method's share (the rest: numeric values)
     mech = split.main_mechanism(delta, rel, max_contributions, mechanism)
@@ -235,10 +236,13 @@ def noise_sentence(prediction: Prediction) -> str:
         return (f"Every one of the {cell_count_words(z['cells'])} cells of the full histogram gets its own random noise,"
                 f" typically about ±{z['noise_std_per_cell']:,.1f} people; the synthetic rows are drawn from those"
                 " noisy counts.")
+    pairs = (f", and {z['rounds']} table{'s' if z['rounds'] != 1 else ''} of two columns, each count off by about"
+             f" ±{z['round_std']:,.0f}"
+             if z["rounds"] and math.isfinite(z["round_std"]) else
+             "; the budget buys no table of two columns, so the columns come out independent")
     return (f"The marginals method releases small tables instead of the full histogram: one count table per column,"
-            f" each count off by about ±{z['one_way_std']:,.0f} people, and {z['rounds']} tables of two columns,"
-            f" each count off by about ±{z['round_std']:,.0f}. The synthetic rows come from a model fitted to all of"
-            " them, which evens out much of that noise.")
+            f" each count off by about ±{z['one_way_std']:,.0f} people{pairs}. The synthetic rows come from a model"
+            " fitted to all of them, which evens out much of that noise.")
 
 
 def prediction_curve(

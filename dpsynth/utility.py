@@ -422,8 +422,9 @@ def accuracy_preview(
     ``cell_bound``: with probability ≥ 1 − β no cell is off by more than this (exact tails, union
     bound); ``theorem_3_8``: the Algorithmic Foundations of DP slides' ln(k/β)·Δ/ε for Laplace noise.
     """
-    from dpsynth.plan import histogram_budget
+    from dpsynth.plan import check_release_budget, histogram_budget
 
+    epsilon, delta = check_release_budget(epsilon, delta)
     _, mech, _ = histogram_budget(schema, epsilon, delta, neighbours, max_contributions, mechanism,
                                   threshold=threshold, rows_given=rows is not None)
     k = schema.n_cells

@@ -183,3 +183,30 @@ def test_out_of_memory_is_one_line_not_a_traceback(files, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2 and "out of memory" in err and "malloc of size" in err and "Traceback" not in err
     assert "stays recorded" in err
+
+
+@pytest.mark.parametrize("flags, fragment", [(["--epsilon", "1e-9"], "below 0.0001"),
+                                             (["--epsilon", "1", "--delta", "5e-324"], "Use δ = 0")])
+def test_preview_refuses_what_the_release_refuses(files, capsys, flags, fragment):
+    """A budget the release refuses before any charge gets the same one-line refusal from the preview, instead of a
+    forecast (ε = 10⁻⁹) or a message about an infinite ε (δ = 5e-324)."""
+    tmp, data, schema = files
+    assert main(["preview", "--schema", str(schema), *flags]) == 2
+    assert fragment in capsys.readouterr().err
+    assert main(["release", str(data), "--schema", str(schema), *flags, "--out", str(tmp / "s.csv"),
+                 "--ledger", str(tmp / "one.sqlite")]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_preview_at_the_smallest_epsilon_says_the_columns_come_out_independent(files, capsys):
+    """Three columns at ε = 10⁻⁴: the plan buys no pair, and the preview says so instead of '0 tables of two columns,
+    each count off by about ±inf'."""
+    tmp, _, _ = files
+    schema = tmp / "three.json"
+    schema.write_text(json.dumps({"columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 10, "integer": True},
+        {"name": "c", "type": "categorical", "categories": ["a", "b"]},
+        {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 5}]}))
+    assert main(["preview", "--schema", str(schema), "--epsilon", "1e-4", "--method", "marginals"]) == 0
+    out = capsys.readouterr().out
+    assert "±inf" not in out and "no table of two columns" in out
