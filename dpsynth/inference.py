@@ -652,15 +652,17 @@ def total(rel: LoadedRelease, column: str, *, level: float = 0.95, rng: np.rando
     lo, _ = _pivot_quantiles(sims @ wb - truth @ wb, none, alpha)
     low, high = float(y @ wa) - hi, float(y @ wb) - lo
     # a total of values in [A, B] is at least min(0, A)·rows and at most max(0, B)·rows: no tighter bound is
-    # known without the row count, so only the sign constraints are applied
+    # known without the row count, so only the sign constraints are applied (to the estimate too: a negative
+    # total of non-negative values outside its own interval is noise, not information)
+    estimate = float(y @ ((wa + wb) / 2))
     if a.min() >= 0:
-        low = max(low, 0.0)
+        low, estimate = max(low, 0.0), max(estimate, 0.0)
     if b.max() <= 0:
-        high = min(high, 0.0)
+        high, estimate = min(high, 0.0), min(estimate, 0.0)
     x = rel.synthetic[column].to_numpy(dtype=np.float64)
     x = x[np.isfinite(x)]
     naive = _t_interval(x, lv, scale=len(x)) if len(x) else (0.0, math.nan, math.nan)
-    return IntervalResult("total", column, None, lv, float(y @ ((wa + wb) / 2)), low, high, *naive,
+    return IntervalResult("total", column, None, lv, estimate, low, high, *naive,
                           noise=table.describe(), binning=_binning_text(a, b), n_sim=n_sim)
 
 
