@@ -527,9 +527,15 @@ def _check_level(level: float) -> float:
     return lv
 
 
+#: The most simulated releases behind one answer (25 × the interval's default; about 2 s on a small release): the
+#: simulations are held in memory, and 10⁸ of them ran past a minute on the command line without an answer.
+MAX_SIMULATIONS = 100_000
+
+
 def _check_sims(n_sim: int, least: int) -> int:
-    if int(n_sim) != n_sim or n_sim < least:
-        raise InputError(f"The number of simulations must be a whole number ≥ {least}, got {n_sim!r}.")
+    if int(n_sim) != n_sim or not least <= n_sim <= MAX_SIMULATIONS:
+        raise InputError(f"The number of simulations must be a whole number from {least} to {MAX_SIMULATIONS:,},"
+                         f" got {n_sim!r}.")
     return int(n_sim)
 
 

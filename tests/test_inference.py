@@ -352,3 +352,17 @@ def test_a_total_of_non_negative_values_is_never_negative_nor_outside_its_interv
         assert t.low <= t.estimate <= t.high and t.estimate >= 0, t
         seen_clamped |= t.estimate == 0.0
     assert seen_clamped  # some seed's noisy total was negative: the case is exercised
+
+
+def test_the_number_of_simulations_is_bounded_on_both_sides(capsys) -> None:
+    """`analyze --simulations 100000000` ran past a minute with no answer; it is now refused in one line."""
+    from dpsynth.inference import MAX_SIMULATIONS
+
+    _, loaded = one_release(0, "histogram", 1.0, n=300)
+    rng = np.random.default_rng(0)
+    for n_sim in (MAX_SIMULATIONS + 1, 10**8, 99):
+        with pytest.raises(InputError, match="simulations must be a whole number from"):
+            mean(loaded, "x", rng=rng, n_sim=n_sim)
+    with pytest.raises(InputError, match="from 19 to"):
+        independence(loaded, "a", "b", rng=rng, n_sim=10**8)
+    assert mean(loaded, "x", rng=rng, n_sim=MAX_SIMULATIONS).n_sim == MAX_SIMULATIONS
