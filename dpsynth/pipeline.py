@@ -68,8 +68,24 @@ class Outputs:
         return {k: Path(v) for k, v in self.__dict__.items() if v is not None and k != "folder"}
 
     def check(self) -> None:
-        """Refuse an output in a missing or read-only folder, or one that is a folder, before any spend."""
-        for what, p in self.paths().items():
+        """Refuse, before any spend, an output in a missing or read-only folder, one that is a folder, two outputs
+        that are one file (the card's summary is written beside it, as .md), and a synthetic table whose name
+        is neither .csv nor Parquet (it would be CSV text under, say, an .xlsx name)."""
+        paths = self.paths()
+        named = dict(paths)
+        if "card" in paths:
+            named["card summary (.md)"] = paths["card"].with_suffix(".md")
+        seen: dict[str, str] = {}
+        for what, p in named.items():
+            key = os.path.realpath(p)
+            if key in seen:
+                raise InputError(f"The {seen[key]} and {what} outputs are the same file {str(p)!r}; give each its own"
+                                 " name (one would overwrite the other).")
+            seen[key] = what
+        if "synthetic" in paths and paths["synthetic"].suffix.lower() not in {".csv", *PARQUET_SUFFIXES}:
+            raise InputError(f"The synthetic output {str(paths['synthetic'])!r} must end in .csv or .parquet: the"
+                             " synthetic table is written as CSV or Parquet, by its name.")
+        for what, p in paths.items():
             if p.is_dir():
                 raise InputError(f"The {what} output {str(p)!r} is a folder; give a file name.")
             parent = p.parent if str(p.parent) else Path(".")
@@ -123,6 +139,10 @@ def run(
     check_plan(plan)
     outputs = outputs or Outputs()
     outputs.check()
+    if outputs.model is not None and plan.method != "marginals":
+        raise InputError(f"A model output applies to the marginals method; this release runs the {plan.method} method"
+                         f" ({plan.why}), which has no model. Leave out the model output, or choose the marginals"
+                         " method.")
     if rng is not None and seed is not None:
         raise InputError("Pass either a generator or a seed, not both.")
     if rng is None:

@@ -210,3 +210,32 @@ def test_preview_at_the_smallest_epsilon_says_the_columns_come_out_independent(f
     assert main(["preview", "--schema", str(schema), "--epsilon", "1e-4", "--method", "marginals"]) == 0
     out = capsys.readouterr().out
     assert "±inf" not in out and "no table of two columns" in out
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--out", "o.csv", "--histogram-out", "o.csv"], "synthetic and tables outputs are the same file"),
+    (["--out", "o.csv", "--histogram-out", "./sub/../o.csv"], "same file"),
+    (["--out", "o.csv", "--card-out", "c.md"], "card and card summary (.md) outputs are the same file"),
+    (["--out", "c.md", "--card-out", "c.json"], "synthetic and card summary (.md) outputs"),
+    (["--out", "o.xlsx"], "must end in .csv or .parquet"),
+    (["--out", "o"], "must end in .csv or .parquet"),
+    (["--out", "o.csv", "--model-out", "m.json", "--method", "histogram"], "model output applies to the marginals"),
+])
+def test_outputs_that_would_clobber_or_mislabel_are_refused_before_any_charge(files, capsys, monkeypatch, flags,
+                                                                               fragment):
+    """Two outputs naming one file wrote one over the other (the synthetic rows lost to the histogram), a synthetic
+    table named .xlsx held CSV text, and a model output for a histogram release was silently not written: each was
+    a charged release."""
+    tmp, data, schema = files
+    (tmp / "sub").mkdir()
+    monkeypatch.chdir(tmp)
+    led = tmp / "one.sqlite"
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", *flags, "--ledger", str(led)]) == 2
+    assert fragment in capsys.readouterr().err
+    assert "ε = 1" not in _ledger_text(led)
+
+
+def _ledger_text(led: Path) -> str:
+    from dpsynth.accounting import Ledger
+
+    return " ".join(f"ε = {s.epsilon:g}" for s in Ledger(led, create=False).spends())
