@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--id-column", default=None, help="column identifying a person (unit of protection)")
     r.add_argument("--max-rows-per-person", type=int, default=1)
     r.add_argument("--seed", type=int, default=None, help="reproducible noise: tests and demos only")
-    r.add_argument("--out", required=True, help="synthetic CSV to write")
+    r.add_argument("--out", required=True, help="synthetic table to write: .csv, or .parquet")
     r.add_argument("--histogram-out", default=None)
     r.add_argument("--card-out", default=None, help="release card JSON (a .md summary is written beside it)")
     r.add_argument("--model-out", default=None, help="marginals method: model JSON for re-sampling")
