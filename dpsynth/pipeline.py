@@ -82,9 +82,6 @@ class Outputs:
                 raise InputError(f"The {seen[key]} and {what} outputs are the same file {str(p)!r}; give each its own"
                                  " name (one would overwrite the other).")
             seen[key] = what
-        if "synthetic" in paths and paths["synthetic"].suffix.lower() not in {".csv", *PARQUET_SUFFIXES}:
-            raise InputError(f"The synthetic output {str(paths['synthetic'])!r} must end in .csv or .parquet: the"
-                             " synthetic table is written as CSV or Parquet, by its name.")
         for what, p in paths.items():
             if p.is_dir():
                 raise InputError(f"The {what} output {str(p)!r} is a folder; give a file name.")
@@ -93,6 +90,9 @@ class Outputs:
                 raise InputError(f"The folder of the {what} output {str(p)!r} does not exist; create it first.")
             if not os.access(parent, os.W_OK):
                 raise InputError(f"The folder of the {what} output {str(p)!r} is not writable.")
+        if "synthetic" in paths and paths["synthetic"].suffix.lower() not in {".csv", *PARQUET_SUFFIXES}:
+            raise InputError(f"The synthetic output {str(paths['synthetic'])!r} must end in .csv or .parquet: the"
+                             " synthetic table is written as CSV or Parquet, by its name.")
         if self.folder is not None:
             f = Path(self.folder)
             if f.exists() and not f.is_dir():
