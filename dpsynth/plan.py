@@ -47,9 +47,13 @@ MIN_DELTA = 1e-300
 MAX_CONTRIBUTIONS = 1000
 
 
-def check_release_budget(epsilon: float, delta: float = 0.0) -> tuple[float, float]:
+def check_release_budget(epsilon: float, delta: float = 0.0, max_contributions: int = 1) -> tuple[float, float]:
     """(ε, δ) as a release takes them (:func:`check_epsilon`, :func:`check_delta`, then :data:`MIN_EPSILON` and
-    :data:`MIN_DELTA`): what a release refuses, a preview of it refuses too."""
+    :data:`MIN_DELTA`), and its rows per person (1 to :data:`MAX_CONTRIBUTIONS`): what a release refuses, a
+    preview of it refuses too."""
+    k = max_contributions
+    if isinstance(k, bool) or int(k) != k or not 1 <= k <= MAX_CONTRIBUTIONS:
+        raise InputError(f"The most rows per person must be a whole number from 1 to {MAX_CONTRIBUTIONS:,}, got {k!r}.")
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     if eps < MIN_EPSILON:
         raise InputError(
@@ -84,7 +88,7 @@ class ReleaseRequest:
     value_share: float | None = None
 
     def __post_init__(self) -> None:
-        eps, delta = check_release_budget(self.epsilon, self.delta)
+        eps, delta = check_release_budget(self.epsilon, self.delta, self.max_contributions)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "neighbours", Neighbours.parse(self.neighbours).value)
@@ -96,10 +100,7 @@ class ReleaseRequest:
             object.__setattr__(self, "rows", int(self.rows))
         if isinstance(self.threshold, bool) or int(self.threshold) != self.threshold or self.threshold < 1:
             raise InputError(f"The release threshold must be a whole number ≥ 1, got {self.threshold!r}.")
-        k = self.max_contributions
-        if isinstance(k, bool) or int(k) != k or not 1 <= k <= MAX_CONTRIBUTIONS:
-            raise InputError(f"The most rows per person must be a whole number from 1 to {MAX_CONTRIBUTIONS:,}, got {k!r}.")
-        if self.id_column is None and k != 1:
+        if self.id_column is None and self.max_contributions != 1:
             raise InputError("Several rows per person need an ID column to bound contributions.")
         if self.expected_rows is not None and (int(self.expected_rows) != self.expected_rows or self.expected_rows < 1):
             raise InputError(f"The expected number of rows must be a whole number ≥ 1, got {self.expected_rows!r}.")

@@ -106,7 +106,7 @@ def predict_utility(
     and its cells then get that share less of ε)."""
     from dpsynth.plan import check_release_budget, choose_method, histogram_budget, split_budget  # the release's plan
 
-    epsilon, delta = check_release_budget(epsilon, delta)
+    epsilon, delta = check_release_budget(epsilon, delta, max_contributions)
     rel = Neighbours.parse(neighbours)
     split = split_budget(epsilon, delta, schema, None, mechanism)  # the main method's share (the rest: numeric values)
     mech = split.main_mechanism(delta, rel, max_contributions, mechanism)

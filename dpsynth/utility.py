@@ -424,7 +424,7 @@ def accuracy_preview(
     """
     from dpsynth.plan import check_release_budget, histogram_budget
 
-    epsilon, delta = check_release_budget(epsilon, delta)
+    epsilon, delta = check_release_budget(epsilon, delta, max_contributions)
     _, mech, _ = histogram_budget(schema, epsilon, delta, neighbours, max_contributions, mechanism,
                                   threshold=threshold, rows_given=rows is not None)
     k = schema.n_cells

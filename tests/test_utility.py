@@ -181,3 +181,15 @@ def test_draft_small_integer_range_gets_one_bin_per_value():
 
 def test_schema_fixture_sanity(small_schema):
     assert isinstance(small_schema, Schema)
+
+
+def test_previews_refuse_the_rows_per_person_a_release_refuses(small_schema):
+    """One check for the release and its previews (plan.check_release_budget): 1,001 rows per person is refused by
+    both, instead of a forecast for a release that would not run."""
+    from dpsynth.prediction import predict_utility
+
+    with pytest.raises(InputError, match="rows per person"):
+        predict_utility(small_schema, 1.0, max_contributions=1001)
+    with pytest.raises(InputError, match="rows per person"):
+        accuracy_preview(small_schema, 1.0, max_contributions=1001)
+    assert predict_utility(small_schema, 1.0, max_contributions=1000).one_way_tvd > 0
