@@ -470,7 +470,7 @@ def resample_archived(archive: Archive, release_id: str, rows: int, *, rng: Any)
         raise InputError(f"The number of synthetic rows must be a whole number ≥ 0, got {rows!r}.")
     check_rows(int(rows))
     rel = Release.from_files(archive.get(release_id))
-    return synthetic_bytes(rel.sampler(int(rows), post_processing_seed(rng)), rel.schema)
+    return synthetic_bytes(rel.sampler(int(rows), post_processing_seed(rng)), rel.schema, values=rel.values)
 
 
 def release_archive_files(rel: Release, synthetic: bytes | Path | None = None) -> dict[str, bytes | Path]:

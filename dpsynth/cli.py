@@ -90,7 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--schema", default=None)
     rs.add_argument("--rows", type=int, required=True)
     rs.add_argument("--out", required=True)
-    rs.add_argument("--seed", type=int, default=None)
+    rs.add_argument("--value-model", default=None,
+                    help="with a histogram CSV or model JSON: the release's value_model.json, which numeric values are"
+                         " drawn from inside their bins (a release zip or folder carries its own)")
+    rs.add_argument("--seed", type=int, default=None, help="reproducible rows: tests and demos only")
 
     pv = sub.add_parser("preview", help="expected error before spending budget (touches no data)")
     pv.add_argument("--schema", required=True)
@@ -369,21 +372,38 @@ def _archive(a: argparse.Namespace) -> int:
 
 
 def _resample(a: argparse.Namespace) -> int:
-    """New synthetic rows from a release (zip or folder), or from its histogram CSV / model JSON and schema."""
+    """New synthetic rows from a release (zip or folder), or from its histogram CSV / model JSON and schema (and
+    value model): the rows the release's own files describe, as :meth:`dpsynth.release.Release.resample` draws them."""
+    import os
+
     from dpsynth import noise
+    from dpsynth.pipeline import Outputs
     from dpsynth.randomness import post_processing_seed
     from dpsynth.release import Release
     from dpsynth.results import result_from_files
     from dpsynth.schema import load_schema
+    from dpsynth.synthesis import check_rows
+    from dpsynth.value_model import ValueModel, value_columns
     from dpsynth.writer import write_synthetic_csv
 
     src = Path(a.histogram)
     if not src.exists():
         raise InputError(f"No such file: {a.histogram}")
-    rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
+    check_rows(a.rows)
+    Outputs(synthetic=a.out).check()
+    read = [src, *(Path(p) for p in (a.schema, a.value_model) if p is not None)]
+    out = os.path.realpath(a.out)
+    for p in read:
+        inside = p.is_dir() and os.path.commonpath([out, os.path.realpath(p)]) == os.path.realpath(p)
+        if inside or out == os.path.realpath(p):
+            raise InputError(f"The output {a.out!r} would overwrite {str(p)!r}, which the rows are drawn from; give"
+                             " another name.")
     if src.is_dir() or src.suffix.lower() == ".zip":
+        if a.value_model is not None:
+            raise InputError("A release zip or folder carries its own value model; give --value-model only with a"
+                             " histogram CSV or model JSON.")
         rel = Release.load(src)
-        schema, result = rel.schema, rel.result
+        schema, result, values = rel.schema, rel.result, rel.values
     else:
         if a.schema is None:
             raise InputError("Give --schema with a histogram CSV or model JSON (a release zip carries its own).")
@@ -391,11 +411,17 @@ def _resample(a: argparse.Namespace) -> int:
         is_model = src.suffix.lower() == ".json"
         name = "model.json" if is_model else "histogram.csv"
         result = result_from_files({name: src.read_bytes()}, schema, {"method": {"name": "marginals" if is_model else "histogram"}})
-    from dpsynth.synthesis import check_rows
-
-    check_rows(a.rows)
-    n = write_synthetic_csv(result.sampler(a.rows, post_processing_seed(rng)), schema, a.out)
+        values = None
+        if a.value_model is not None:
+            values = ValueModel.from_bytes(Path(a.value_model).read_bytes(), a.value_model)
+            values.check(schema)
+    rng = noise.seeded_rng(a.seed) if a.seed is not None else noise.secure_rng()
+    n = write_synthetic_csv(result.sampler(a.rows, post_processing_seed(rng)), schema, a.out, values=values)
     print(f"Wrote {n:,} rows re-sampled from the released histogram or model (no privacy budget used) to {a.out}")
+    uniform = [c.name for c in value_columns(schema)] if values is None and a.value_model is None else []
+    if uniform and not (src.is_dir() or src.suffix.lower() == ".zip"):
+        print(f"Note: the values of {', '.join(map(repr, uniform))} were drawn uniformly inside their bins; give the"
+              " release's value_model.json with --value-model (or the release zip) for the values it released.")
     return 0
 
 

@@ -173,10 +173,8 @@ class Release:
         if "value_model.json" in files:
             from dpsynth.value_model import ValueModel
 
-            try:
-                values = ValueModel.from_dict(json.loads(files["value_model.json"].decode("utf-8")))
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise InputError(f"The release's value_model.json is not readable: {exc}.") from None
+            values = ValueModel.from_bytes(files["value_model.json"])
+            values.check(schema)
         return cls(result=result_from_files(files, schema, card), card=card, schema=schema, rows=rows, post_seed=seed,
                    values=values)
 

@@ -1070,6 +1070,29 @@ class ValueModel:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
+    def from_bytes(cls, data: bytes, what: str = "value_model.json") -> ValueModel:
+        """Read a model from the bytes of its JSON file (:meth:`to_json`); an unreadable one is an :class:`InputError`
+        naming ``what``."""
+        try:
+            d = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"The release's {what} is not readable: {exc}.") from None
+        if not isinstance(d, dict):
+            raise InputError(f"The release's {what} is not a value model.")
+        return cls.from_dict(d)
+
+    def check(self, schema: Schema) -> None:
+        """Refuse, before anything is drawn, a model that does not describe ``schema``: a column it does not
+        have or that is not numeric, or other bounds or grid (:meth:`_compile`'s test)."""
+        cols = {c.name: c for c in schema.columns}
+        for name in self.trees:
+            col = cols.get(name)
+            if not isinstance(col, NumericColumn):
+                raise InputError(f"The value model describes {name!r}, which the schema has not as a numeric column;"
+                                 " give the value model of this release.")
+            self._compile(name, col)
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueModel:
         """Read a model written by :meth:`to_dict`; a malformed one is an :class:`InputError`."""
         try:
