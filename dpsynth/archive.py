@@ -297,9 +297,12 @@ class Archive:
     def export(self, release_id: str, out_dir: str | Path) -> list[Path]:
         """Copy a complete release's files into ``out_dir`` (streamed, checked); returns the paths written."""
         out = Path(out_dir)
+        files = self._files(release_id)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"The output folder {str(out)!r} is a file; give a folder name.")
         out.mkdir(parents=True, exist_ok=True)
         written = []
-        for name, digest, size in self._files(release_id):
+        for name, digest, size in files:
             target = out / name
             shutil.copyfile(self._blob(digest, size), target)
             written.append(target)

@@ -346,6 +346,10 @@ def _archive(a: argparse.Namespace) -> int:
         return 0
     archive = Archive(path, ledger=Ledger(ledger_path, create=False) if ledger_path.exists() else None)
     if a.archive_command == "get":
+        if a.rows is not None:  # refused before any file is written
+            from dpsynth.synthesis import check_rows
+
+            check_rows(a.rows)
         written = archive.export(a.release_id, a.out)
         print(f"Wrote {len(written)} files of release {a.release_id} to {a.out}: {', '.join(p.name for p in written)}")
         card = json.loads((Path(a.out) / "card.json").read_text(encoding="utf-8")) if (Path(a.out) / "card.json").exists() else {}

@@ -180,3 +180,21 @@ def test_archive_get_rows_resamples_without_budget_or_returns_the_original(files
     assert len(more) == 1234 and list(more.columns) == list(pd.read_csv(tmp / "s.csv").columns)
     after = Ledger(led, create=False)
     assert after.spent(after.datasets()[0]["dataset_id"]) == spent
+
+
+@pytest.mark.parametrize("case", ["negative rows", "too many rows", "out is a file"])
+def test_archive_get_refuses_before_writing_anything(files, capsys, case: str) -> None:
+    tmp, data, schema, led = files
+    assert main(release_args(data, schema, led, tmp / "s.csv")) == 0
+    rid = re.search(r"Archived as (\S+)", capsys.readouterr().out).group(1)
+    out = tmp / "got"
+    args = {"negative rows": ["--rows", "-5"], "too many rows": ["--rows", "100000000"], "out is a file": []}[case]
+    if case == "out is a file":
+        out.write_text("mine", encoding="utf-8")
+    assert main(["archive", "get", rid, "--out", str(out), "--ledger", str(led), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("rows" in err or "is a file" in err)
+    if case == "out is a file":
+        assert out.read_text(encoding="utf-8") == "mine"
+    else:
+        assert not out.exists()
