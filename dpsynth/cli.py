@@ -230,6 +230,7 @@ def _release(a: argparse.Namespace) -> int:
     outputs = Outputs(synthetic=a.out, card=a.card_out, tables=a.histogram_out, model=a.model_out, zip=a.zip_out)
     if not Path(a.input).exists():
         raise InputError(f"No such file: {a.input}")
+    outputs.check(reads=[a.input, a.schema])
     from dpsynth.archive import Archive
 
     ledger, budget = _ledger_and_budget(a)
@@ -394,14 +395,10 @@ def _resample(a: argparse.Namespace) -> int:
     if not src.exists():
         raise InputError(f"No such file: {a.histogram}")
     check_rows(a.rows)
-    Outputs(synthetic=a.out).check()
-    read = [src, *(Path(p) for p in (a.schema, a.value_model) if p is not None)]
-    out = os.path.realpath(a.out)
-    for p in read:
-        inside = p.is_dir() and os.path.commonpath([out, os.path.realpath(p)]) == os.path.realpath(p)
-        if inside or out == os.path.realpath(p):
-            raise InputError(f"The output {a.out!r} would overwrite {str(p)!r}, which the rows are drawn from; give"
-                             " another name.")
+    Outputs(synthetic=a.out).check(reads=[src, *(p for p in (a.schema, a.value_model) if p is not None)])
+    if src.is_dir() and os.path.commonpath([os.path.realpath(a.out), os.path.realpath(src)]) == os.path.realpath(src):
+        raise InputError(f"The output {a.out!r} is inside the release folder {str(src)!r} the rows are drawn from; give"
+                         " a name outside it (the release's files are never overwritten).")
     if src.is_dir() or src.suffix.lower() == ".zip":
         if a.value_model is not None:
             raise InputError("A release zip or folder carries its own value model; give --value-model only with a"

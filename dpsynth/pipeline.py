@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,14 +67,21 @@ class Outputs:
     def paths(self) -> dict[str, Path]:
         return {k: Path(v) for k, v in self.__dict__.items() if v is not None and k != "folder"}
 
-    def check(self) -> None:
+    def check(self, reads: Sequence[Any] = ()) -> None:
         """Refuse, before any spend, an output in a missing or read-only folder, one that is a folder, two outputs
-        that are one file (the card's summary is written beside it, as .md), and a synthetic table whose name
-        is neither .csv nor Parquet (it would be CSV text under, say, an .xlsx name)."""
+        that are one file (the card's summary is written beside it, as .md), an output that is one of the files
+        ``reads`` (the data, the schema, the ledger: a release must not overwrite what it reads, least of all the
+        real table or its budget's record), and a synthetic table whose name is neither .csv nor Parquet (it would
+        be CSV text under, say, an .xlsx name)."""
         paths = self.paths()
         named = dict(paths)
         if "card" in paths:
             named["card summary (.md)"] = paths["card"].with_suffix(".md")
+        kept = {os.path.realpath(p): str(p) for p in reads if isinstance(p, str | os.PathLike)}
+        for what, p in named.items():
+            if os.path.realpath(p) in kept:
+                raise InputError(f"The {what} output {str(p)!r} would overwrite {kept[os.path.realpath(p)]!r}, which this"
+                                 " release reads; give the output another name.")
         seen: dict[str, str] = {}
         for what, p in named.items():
             key = os.path.realpath(p)
@@ -138,7 +145,7 @@ def run(
     plan = make_plan(request)
     check_plan(plan)
     outputs = outputs or Outputs()
-    outputs.check()
+    outputs.check(reads=[source, *([ledger.path] if ledger is not None else [])])
     if outputs.model is not None and plan.method != "marginals":
         raise InputError(f"A model output applies to the marginals method; this release runs the {plan.method} method"
                          f" ({plan.why}), which has no model. Leave out the model output, or choose the marginals"

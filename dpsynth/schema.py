@@ -76,8 +76,9 @@ class NumericColumn:
         _check_name(self.name)
         for attr in ("lower", "upper"):
             value = getattr(self, attr)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise InputError(f"Column {self.name!r}: {attr} must be a finite number, got {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:24] + "…"
+                raise InputError(f"Column {self.name!r}: {attr} must be a finite number, got {shown}.")
         if not self.lower < self.upper:
             raise InputError(
                 f"Column {self.name!r}: lower ({self.lower}) must be less than upper ({self.upper})."
@@ -194,6 +195,14 @@ class CategoricalColumn:
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        if isinstance(self.categories, str | bytes) or not hasattr(self.categories, "__iter__"):
+            raise InputError(f"Column {self.name!r}: categories must be a list of names, got {self.categories!r}.")
+        for c in self.categories:
+            # names are compared as text: a number is written as its text, but null, true/false or a list is no name
+            number = isinstance(c, int | float | np.integer | np.floating) and not isinstance(c, bool | np.bool_)
+            if not (isinstance(c, str) or (number and math.isfinite(c))):
+                raise InputError(f"Column {self.name!r}: category {c!r} is not a name; list each category as text"
+                                 " (e.g. \"yes\", \"3\").")
         cats = tuple(str(c) for c in self.categories)
         object.__setattr__(self, "categories", cats)
         if not cats:
@@ -404,6 +413,14 @@ def _bool(value: Any, name: str, key: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"Column {name!r}: {key} must be true or false, got {value!r}.")
     return value
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float64 (a whole number too large for one is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _check_name(name: Any) -> None:

@@ -220,6 +220,9 @@ def test_preview_at_the_smallest_epsilon_says_the_columns_come_out_independent(f
     (["--out", "o.xlsx"], "must end in .csv or .parquet"),
     (["--out", "o"], "must end in .csv or .parquet"),
     (["--out", "o.csv", "--model-out", "m.json", "--method", "histogram"], "model output applies to the marginals"),
+    (["--out", "data.csv"], "would overwrite"),  # the real table itself
+    (["--out", "o.csv", "--card-out", "schema.json"], "would overwrite"),
+    (["--out", "o.csv", "--histogram-out", "one.sqlite"], "would overwrite"),  # the budget's record
 ])
 def test_outputs_that_would_clobber_or_mislabel_are_refused_before_any_charge(files, capsys, monkeypatch, flags,
                                                                                fragment):
@@ -230,9 +233,11 @@ def test_outputs_that_would_clobber_or_mislabel_are_refused_before_any_charge(fi
     (tmp / "sub").mkdir()
     monkeypatch.chdir(tmp)
     led = tmp / "one.sqlite"
+    kept = {p: p.read_bytes() for p in (data, schema)}
     assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", *flags, "--ledger", str(led)]) == 2
     assert fragment in capsys.readouterr().err
     assert "ε = 1" not in _ledger_text(led)
+    assert {p: p.read_bytes() for p in kept} == kept
 
 
 def _ledger_text(led: Path) -> str:

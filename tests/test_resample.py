@@ -136,3 +136,13 @@ def _archived_id(led: str) -> str:
     from dpsynth.archive import Archive, archive_path_for
 
     return Archive(archive_path_for(led)).list()[0].release_id
+
+
+def test_resample_never_writes_into_the_release_folder_it_reads(released, capsys) -> None:
+    tmp, data, schema, led = released
+    _release(tmp, data, schema, led, "marginals", capsys)
+    assert main(["archive", "get", _archived_id(led), "--out", str(tmp / "got"), "--ledger", led]) == 0
+    before = (tmp / "got" / "synthetic.csv").read_bytes()
+    assert main(["resample", str(tmp / "got"), "--rows", "50", "--out", str(tmp / "got" / "synthetic.csv")]) == 2
+    assert "inside the release folder" in capsys.readouterr().err
+    assert (tmp / "got" / "synthetic.csv").read_bytes() == before

@@ -44,6 +44,12 @@ def test_issue_example_parses_and_round_trips(tmp_path):
     ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 1e12, "bins": 10, "decimals": 5}]},
      "5 decimals on bounds as large as .* use fewer decimals"),
     ({"columns": [{"name": "a", "type": "categorical", "categories": ["x"], "on_unknown": "missing"}]}, "needs missing"),
+    ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 10**400, "bins": 10}]},
+     "upper must be a finite number"),  # a JSON integer no float64 holds
+    ({"columns": [{"name": "a", "type": "categorical", "categories": ["x", None]}]}, "category None is not a name"),
+    ({"columns": [{"name": "a", "type": "categorical", "categories": ["x", True]}]}, "category True is not a name"),
+    ({"columns": [{"name": "a", "type": "categorical", "categories": ["x", ["y"]]}]}, r"category \['y'\] is not a name"),
+    ({"columns": [{"name": "a", "type": "categorical", "categories": "xy"}]}, "need a \"categories\" list"),
     ({"columns": []}, "no columns"),
     ({"cols": []}, '"columns" list'),
     ({"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 1},
@@ -254,3 +260,11 @@ def test_drafts_of_extreme_numbers_never_crash() -> None:
     assert schema.column("sub").bins == 1
     assert not schema.column("id").integer  # whole numbers past 2^53 are not a grid float64 can hold
     assert set(left_out) == {"const", "wide"}
+
+
+def test_categories_must_be_names_from_python_too() -> None:
+    """A category list given in code is checked like a JSON one: numbers are names (their text), null is not."""
+    assert CategoricalColumn(name="c", categories=(1, 2, 3.5)).categories == ("1", "2", "3.5")
+    for bad in ("abc", ("a", None), ("a", float("nan")), ("a", np.bool_(True))):
+        with pytest.raises(InputError, match="Column 'c'"):
+            CategoricalColumn(name="c", categories=bad)
