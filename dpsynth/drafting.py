@@ -63,7 +63,9 @@ def draft_column(series: pd.Series, name: str, kind: str | None = None, bins: in
             except InputError:
                 continue
         return None
-    cats = text[text.notna() & (text != "")].value_counts()
+    # the categories as the release compares them (binning's encoder): spaces kept, blank cells missing
+    raw = series.astype("string")
+    cats = raw[text.notna() & (text != "")].value_counts()
     if len(cats) == 0 or len(cats) > MAX_DRAFT_CATEGORIES:
         return None
     return CategoricalColumn(name=name, categories=tuple(cats.index.astype(str)), missing=has_missing, provenance="data")
