@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dpsynth.errors import InputError
+from dpsynth.io import BLANKS
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         empty = np.isnan(values)
     else:
-        text = series.astype("string").str.strip()
+        text = series.astype("string").str.strip(BLANKS)
         empty = (text.isna() | (text == "")).to_numpy(dtype=bool)
         values = pd.to_numeric(text.mask(empty), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = np.isnan(values) & ~empty
@@ -273,7 +274,7 @@ def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _encode_categorical(series: pd.Series, col: CategoricalColumn, rep: ColumnReport) -> tuple[np.ndarray, np.ndarray]:
     text = series.astype("string")
-    empty = (text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool)
+    empty = (text.isna() | (text.str.strip(BLANKS) == "")).to_numpy(dtype=bool)
     values = text.mask(empty).to_numpy(dtype=object, na_value=None)
     out = pd.Index(list(col.categories), dtype=object).get_indexer(values).astype(np.int64)
     unknown = (out < 0) & ~empty

@@ -23,6 +23,7 @@ import pandas as pd
 
 from dpsynth import noise
 from dpsynth.errors import InputError
+from dpsynth.io import BLANKS
 from dpsynth.mechanisms import check_delta, check_epsilon, exponential_mechanism, laplace_scale
 from dpsynth.neighbours import Neighbours, count_query_sensitivity, histogram_l1_sensitivity, rank_sensitivity
 
@@ -111,7 +112,7 @@ def private_categories(
     """
     scale, tau = category_threshold(epsilon, delta, neighbours, max_contributions)
     text = values.astype("string")
-    text = text[text.notna() & (text.str.strip() != "")]
+    text = text[text.notna() & (text.str.strip(BLANKS) != "")]
     counts = text.value_counts(sort=False)
     noisy = counts.to_numpy(dtype=np.int64) + noise.discrete_laplace(scale, len(counts), rng=rng)
     keep = noisy >= tau

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dpsynth.errors import InputError
+from dpsynth.io import BLANKS
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema
 
 #: A text column with more distinct values than this is proposed as excluded, not as categories.
@@ -26,7 +27,7 @@ def infer_kind(series: pd.Series) -> str:
         return "categorical"
     if pd.api.types.is_numeric_dtype(series.dtype):
         return "numeric"
-    text = series.astype("string").str.strip()
+    text = series.astype("string").str.strip(BLANKS)
     text = text[text.notna() & (text != "")]
     if len(text) == 0:
         return "categorical"
@@ -37,7 +38,7 @@ def infer_kind(series: pd.Series) -> str:
 def draft_column(series: pd.Series, name: str, kind: str | None = None, bins: int = DEFAULT_BINS) -> Column | None:
     """Draft one column from its values (provenance 'data'); None if it cannot be a histogram column."""
     kind = kind or infer_kind(series)
-    text = series.astype("string").str.strip()
+    text = series.astype("string").str.strip(BLANKS)
     has_missing = bool((text.isna() | (text == "")).any())
     if kind == "numeric":
         x = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)

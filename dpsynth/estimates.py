@@ -26,6 +26,7 @@ from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.discovery import noisy_count, private_bounds, private_categories
 from dpsynth.drafting import DEFAULT_BINS
 from dpsynth.errors import InputError
+from dpsynth.io import BLANKS
 from dpsynth.mechanisms import check_delta, check_epsilon
 from dpsynth.neighbours import Neighbours, bound_contributions
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema, field_sources
@@ -206,8 +207,8 @@ def _draw(data: pd.DataFrame, column: Column, amount: PrivacyBudget, outer: tupl
             f"Column {name!r}: no category was frequent enough to be released at this ε (threshold"
             f" {found.threshold}); the spend is recorded. Enter the categories by hand or use a larger ε."
         )
-    text = data[name].astype("string").str.strip()
-    present = text.notna() & (text != "")
+    text = data[name].astype("string")
+    present = text.notna() & (text.str.strip(BLANKS) != "")
     left_out = int(np.count_nonzero(present & ~text.isin(found.categories)))
     check = noisy_count(left_out, eps_check, rng=rng, **kw)
     if check.clearly_positive:

@@ -17,7 +17,7 @@ import csv
 import io
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,10 @@ MAX_XLSX_RATIO = 100
 #: What the cells of a Parquet or Excel file may take once read (text and one pointer a cell). Reading
 #: holds about three times this at its peak (Arrow's buffers, then Python's strings).
 MAX_DECODED_BYTES = 100 * 1024 * 1024
+#: The padding a cell may carry around a number, and what makes a cell blank: ASCII whitespace only, which every
+#: engine trims alike (DuckDB and Spark do not trim a no-break space; pandas' strip() would, and the same file was
+#: then released by one engine and refused by another).
+BLANKS = " \t\n\r\x0b\x0c"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\0")
 
 
@@ -118,7 +122,9 @@ def text_encoding(head: bytes, name: str) -> str:
     """``utf-16`` for a file that starts with a UTF-16 byte-order mark, else ``utf-8``; UTF-32 is refused."""
     if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         raise InputError(f"{name} is UTF-32 text; save it as CSV UTF-8 and upload it again.")
-    return "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+    if head.startswith(b"\xfe\xff"):  # every engine reads little-endian UTF-16 (Excel's "Unicode text"); not this
+        raise InputError(f"{name} is big-endian UTF-16 text; save it as CSV UTF-8 and upload it again.")
+    return "utf-16" if head.startswith(b"\xff\xfe") else "utf-8"
 
 
 def check_utf8_blocks(blocks: Iterable[bytes], name: str, *, decode: bool = True) -> None:
@@ -356,15 +362,42 @@ def _csv_problem(msg: str, name: str, expected: int, block: int) -> str:
 
 
 def _check_header(header: list[str], name: str, limits: Limits) -> None:
-    seen: set[str] = set()
+    check_column_names(header, name, limits)
+
+
+def check_column_names(header: Sequence[str], name: str, limits: Limits = Limits()) -> None:
+    """Refuse an empty, over-long or repeated column name, and two names that differ only in case: SQL engines
+    (DuckDB, Spark) do not tell ``x`` from ``X``, and renamed or refused such a table where pandas read it, so
+    every reader of any format applies this one rule."""
+    seen: dict[str, str] = {}
     for i, c in enumerate(header):
-        if not c.strip():
+        if not isinstance(c, str) or not c.strip():
             raise InputError(f"{name} has a column with an empty header (column {i + 1}).")
         if len(c) > limits.max_cell_chars:
             raise InputError(f"{name}: the name of column {i + 1} is longer than {limits.max_cell_chars:,} characters.")
-        if c in seen:
-            raise InputError(f"{name} has two columns named {c!r}.")
-        seen.add(c)
+        key = c.casefold()
+        if key in seen:
+            if seen[key] == c:
+                raise InputError(f"{name} has two columns named {c!r}.")
+            raise InputError(f"{name} has columns named {seen[key]!r} and {c!r}, which differ only in case; rename one"
+                             " (database engines cannot tell them apart).")
+        seen[key] = c
+
+
+def check_parquet_names(path: str | Path) -> None:
+    """:func:`check_column_names` on a Parquet file's columns (or each file of a folder of them), from the
+    footers alone (a folder or glob: each file): what an engine reading the file itself must check, as
+    :func:`read_table` does (DuckDB renames an empty name to ``C1`` and a repeated one to ``x_1``, names no file holds)."""
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    files = sorted(p.glob("*.parquet")) if p.is_dir() else sorted(p.parent.glob(p.name)) if "*" in p.name else [p]
+    for f in files:
+        try:
+            names = pq.read_schema(f).names
+        except Exception as exc:  # pyarrow raises many types for a broken file
+            raise InputError(f"{f.name} is not a readable Parquet file ({type(exc).__name__}).") from None
+        check_column_names(names, f.name)
 
 
 def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
@@ -377,6 +410,7 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
         raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
     if meta.num_columns > limits.max_columns:
         raise InputError(f"{name} has {meta.num_columns:,} columns, more than the {limits.max_columns:,} limit.")
+    check_column_names(meta.schema.to_arrow_schema().names, name, limits)
     if meta.num_rows > limits.max_rows:
         raise InputError(f"{name} has {meta.num_rows:,} rows, more than the {limits.max_rows:,} limit.")
     expanded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))

@@ -192,6 +192,11 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age;sex\n30,5;F\n1.030,5;M\n-2,0;F\n", None),
     ("age\tsex\n30,5\tF\n45\tM\n", None),
     ("age,sex\n30,F\n\n40,M,5\n", "but row 2 has 3"),  # DuckDB alone: "Error when sniffing file"
+    # a no-break space is no padding on any engine (pandas alone stripped it: released there, refused here)
+    ("age,sex\n\u00a030,F\n40,M\n", "are not numbers (row 1"),
+    ("age,sex\n30,\u00a0\n40,M\n", "not in its category list (first at row 1"),
+    ("age,Age,sex\n30,1,F\n40,2,M\n", "differ only in case"),  # both engines failed in DuckDB's binder
+    (b"\xfe\xff" + "age,sex\n30,F\n40,M\n".encode("utf-16-be"), "big-endian UTF-16"),  # DuckDB alone refused it
 ])
 def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,
                                                                       needle: str | None) -> None:
@@ -606,3 +611,26 @@ def test_cli_marginals_on_duckdb_writes_rows_marginals_and_model(files: dict, tm
     assert len(syn) == card["post_processing"]["synthetic_rows"] > 0
     assert list(syn.columns) == [c.name for c in small_schema_for_release().columns]
     assert len(pd.read_csv(tmp_path / "m.csv")) > 0 and json.loads(model.read_text(encoding="utf-8"))["sizes"]
+
+
+
+@pytest.mark.parametrize(("names", "needle"), [
+    (["age", ""], "empty header (column 2)"),  # DuckDB alone named it C1
+    (["age", "age"], "two columns named 'age'"),  # DuckDB alone named the second age_1
+    (["age", "AGE"], "differ only in case"),  # DuckDB alone named the second AGE_1
+])
+def test_parquet_column_names_are_checked_alike_on_every_engine(tmp_path, names: list[str], needle: str) -> None:
+    """A Parquet file's names are read from its footer and checked by one rule, so no engine releases a column under
+    a name the file does not hold."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpsynth.io import read_table
+
+    path = tmp_path / "n.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([1, 2, 3]), pa.array([4, 5, 6])], names=names), path)
+    renamed = {"": "C1", "age": "age_1", "AGE": "AGE_1"}[names[1]]
+    schema = Schema((NumericColumn(name=renamed, lower=0, upper=10, bins=2),))
+    assert needle in _error(lambda: get_engine("duckdb").count(path, schema))
+    assert needle in _error(lambda: get_engine("pandas").count(path, schema))
+    assert needle in _error(lambda: read_table(path))

@@ -39,11 +39,15 @@ def source_sql(path: str | Path) -> str:
     RFC 4180 (``"`` escaped by doubling); no comment lines, no skipped rows, ragged rows are
     errors. Parquet: a file, a directory of ``*.parquet`` files, or a glob.
     """
+    from dpsynth.io import check_parquet_names
+
     p = Path(path)
     if p.is_dir():
+        check_parquet_names(p)
         return f"read_parquet({S.quote_str(str(p / '*.parquet'), 'duckdb')})"
     lit = S.quote_str(str(p), "duckdb")
     if p.suffix.lower() in PARQUET_SUFFIXES:
+        check_parquet_names(p)
         return f"read_parquet({lit})"
     sep, header, encoding = csv_layout(p)
     # the names as the header spells them (DuckDB would trim their spaces), so both engines see one table

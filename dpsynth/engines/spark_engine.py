@@ -71,6 +71,9 @@ class SparkEngine(Engine):
             if "*" not in p.name and not p.exists():
                 raise InputError(f"File {str(source)!r} does not exist.")
             if p.is_dir() or p.suffix.lower() in PARQUET_SUFFIXES:
+                from dpsynth.io import check_parquet_names
+
+                check_parquet_names(p)
                 return self.spark.read.parquet(str(p))
             return self._read_csv(p)
         raise InputError(f"The Spark engine counts a file or a DataFrame, not a {type(source).__name__}.")
