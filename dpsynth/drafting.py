@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dpsynth.binning import cell_text
 from dpsynth.errors import InputError
 from dpsynth.io import BLANKS
 from dpsynth.schema import CategoricalColumn, Column, NumericColumn, Schema
@@ -65,7 +66,7 @@ def draft_column(series: pd.Series, name: str, kind: str | None = None, bins: in
                 continue
         return None
     # the categories as the release compares them (binning's encoder): spaces kept, blank cells missing
-    raw = series.astype("string")
+    raw = cell_text(series)
     cats = raw[text.notna() & (text != "")].value_counts()
     if len(cats) == 0 or len(cats) > MAX_DRAFT_CATEGORIES:
         return None

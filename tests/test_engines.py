@@ -634,3 +634,32 @@ def test_parquet_column_names_are_checked_alike_on_every_engine(tmp_path, names:
     assert needle in _error(lambda: get_engine("duckdb").count(path, schema))
     assert needle in _error(lambda: get_engine("pandas").count(path, schema))
     assert needle in _error(lambda: read_table(path))
+
+
+@pytest.mark.parametrize("kind", ["bool", "nullable bool", "timestamp", "timestamp with fractions"])
+def test_typed_parquet_cells_read_as_one_text_on_every_engine(tmp_path, kind: str) -> None:
+    """True/false and timestamps declared categorical: pandas read True and (when all fell at midnight) 2020-01-01,
+    DuckDB true and 2020-01-01 00:00:00, so the schema drafted by one was refused by the other."""
+    import datetime as dt
+
+    from dpsynth.drafting import draft_schema
+    from dpsynth.io import read_table
+
+    n = 60
+    values = {
+        "bool": pd.Series([i % 3 == 0 for i in range(n)]),
+        "nullable bool": pd.Series(pd.array([None if i % 7 == 0 else i % 2 == 0 for i in range(n)], dtype="boolean")),
+        "timestamp": pd.Series([dt.datetime(2020, 1, 1 + i % 3) for i in range(n)], dtype="datetime64[us]"),
+        "timestamp with fractions": pd.Series([dt.datetime(2020, 1, 1, 0, 0, i % 2, 500_000 * (i % 3 == 0))
+                                               for i in range(n)], dtype="datetime64[us]"),
+    }[kind]
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"k": values, "x": np.arange(n) % 10}).to_parquet(path, index=False)
+    schema, _ = draft_schema(read_table(path))
+    col = schema.columns[0]
+    assert isinstance(col, CategoricalColumn)
+    assert all(c in ("true", "false") for c in col.categories) if "bool" in kind else all(
+        len(c) >= 19 for c in col.categories)
+    want = get_engine("pandas").count(path, schema).to_dense()
+    np.testing.assert_array_equal(get_engine("duckdb").count(path, schema).to_dense(), want)
+    np.testing.assert_array_equal(get_engine("duckdb").count(pd.read_parquet(path), schema).to_dense(), want)
