@@ -20,6 +20,7 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -384,6 +385,15 @@ def check_column_names(header: Sequence[str], name: str, limits: Limits = Limits
         seen[key] = c
 
 
+def _nullable_integer(t: Any) -> Any:
+    """pandas' nullable integer dtype of an Arrow integer type (whole numbers with missing values kept whole)."""
+    import pyarrow as pa
+
+    if not pa.types.is_integer(t):
+        return None
+    return pd.api.types.pandas_dtype(f"{'U' if pa.types.is_unsigned_integer(t) else ''}Int{t.bit_width}")
+
+
 def check_parquet_names(path: str | Path) -> None:
     """:func:`check_column_names` on a Parquet file's columns (or each file of a folder of them), from the
     footers alone (a folder or glob: each file): what an engine reading the file itself must check, as
@@ -424,6 +434,15 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
                          " stand for gigabytes); refusing a possible decompression bomb.")
     try:
         df = pd.read_parquet(io.BytesIO(data))
+        # whole numbers with gaps stay whole (pandas alone turned them into floats: 0 read as "0.0" where the
+        # SQL engines read "0"), exactly, in pandas' nullable integers
+        arrow = meta.schema.to_arrow_schema()
+        gappy = [f.name for f in arrow if _nullable_integer(f.type) is not None and f.name in df.columns
+                 and df[f.name].isna().any()]
+        if gappy:
+            table = pq.read_table(io.BytesIO(data), columns=gappy)
+            for c in gappy:
+                df[c] = pd.Series(table.column(c).to_pandas(types_mapper=_nullable_integer).array, index=df.index)
     except Exception as exc:  # pyarrow raises many types for a broken file
         raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
     return df

@@ -663,3 +663,25 @@ def test_typed_parquet_cells_read_as_one_text_on_every_engine(tmp_path, kind: st
     want = get_engine("pandas").count(path, schema).to_dense()
     np.testing.assert_array_equal(get_engine("duckdb").count(path, schema).to_dense(), want)
     np.testing.assert_array_equal(get_engine("duckdb").count(pd.read_parquet(path), schema).to_dense(), want)
+
+
+@pytest.mark.parametrize("kind", ["whole numbers with gaps", "floats with NaN"])
+def test_typed_parquet_numbers_as_categories_read_alike(tmp_path, kind: str) -> None:
+    """Whole numbers with a missing value were "0.0" in memory and "0" on DuckDB; a float's NaN was missing in
+    memory and the category 'nan' on DuckDB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpsynth.io import read_table
+
+    n = 60
+    values = (pa.array([None if i % 9 == 0 else i % 3 for i in range(n)], pa.int64()) if kind.startswith("whole")
+              else pa.array([float("nan") if i % 9 == 0 else float(i % 3) for i in range(n)]))
+    path = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"k": values}), path)
+    cats = ("0", "1", "2") if kind.startswith("whole") else ("0.0", "1.0", "2.0")
+    schema = Schema((CategoricalColumn(name="k", categories=cats, missing=True),))
+    want = get_engine("pandas").count(path, schema).to_dense()
+    assert want[-1] == 7 and want.sum() == n  # the missing cell holds the gaps, nothing is refused
+    np.testing.assert_array_equal(get_engine("duckdb").count(path, schema).to_dense(), want)
+    np.testing.assert_array_equal(get_engine("duckdb").count(read_table(path), schema).to_dense(), want)

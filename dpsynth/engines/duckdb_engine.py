@@ -156,9 +156,10 @@ class DuckDBEngine(Engine):
                 raise InputError(f"{label} could not be read: {_first_line(exc)}") from None
             types = {row[0]: str(row[1]) for row in described}
             _check_columns(schema, types)
-            if any(c.type == "numeric" and types[c.name].strip().upper() in _FLOAT_TYPES for c in schema.columns):
+            if any(types[c.name].strip().upper() in _FLOAT_TYPES for c in schema.columns):
                 # Parquet min/max statistics leave NaN out, and DuckDB's statistics propagation then folds
-                # isnan(x) to false: a NaN would be counted as a number instead of refused
+                # isnan(x) to false: a NaN would be counted as a number instead of refused (or, declared
+                # categorical, as the category 'nan' instead of a missing cell)
                 con.execute("SET disabled_optimizers = 'statistics_propagation'")
             for stmt in S.enum_ddl(schema):
                 con.execute(stmt)

@@ -150,6 +150,13 @@ class _Ctx:
     def text(self, expr: str) -> str:
         return f"CAST({expr} AS VARCHAR)" if self.dialect == "duckdb" else f"CAST({expr} AS STRING)"
 
+    def category_text(self, expr: str, kind: str) -> str:
+        """A cell's text as a category (:func:`dpsynth.binning.cell_text`): a typed number's NaN is a missing cell,
+        as pandas reads it, not the category 'nan'."""
+        if kind != "number":
+            return self.text(expr)
+        return f"CASE WHEN isnan(CAST({expr} AS DOUBLE)) THEN NULL ELSE {self.text(expr)} END"
+
 
 def enum_type_name(col: CategoricalColumn) -> str:
     """Name of the DuckDB ENUM type holding the column's categories (a digest of the list)."""
@@ -227,12 +234,13 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
             )
         else:
             ncat = len(col.categories)
-            l1.append(f"{cx.text(x)} AS t_{j}")
+            tx = cx.category_text(x, kind)
+            l1.append(f"{tx} AS t_{j}")
             if dialect == "duckdb":
-                l1.append(f"enum_code(TRY_CAST({cx.text(x)} AS {enum_type_name(col)})) AS k_{j}")
+                l1.append(f"enum_code(TRY_CAST({tx} AS {enum_type_name(col)})) AS k_{j}")
             else:
                 cats = cx.array([quote_str(c, dialect) for c in col.categories])
-                l1.append(f"(nullif(array_position({cats}, {cx.text(x)}), 0) - 1) AS k_{j}")
+                l1.append(f"(nullif(array_position({cats}, {tx}), 0) - 1) AS k_{j}")
             blank = f"(t_{j} IS NULL OR {cx.full_match(f't_{j}', BLANK_RE)})"
             if any(not c.strip() for c in col.categories):  # a blank category: encode calls it empty first
                 l2.append(f"{blank} AS e_{j}")
@@ -358,12 +366,13 @@ def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_num
                 codes.append(f"CASE WHEN v_{j} IS NULL THEN {bins} ELSE j0_{j} - {down} + {up} END")
         else:
             ncat = len(col.categories)
-            l1.append(f"{cx.text(x)} AS t_{j}")
+            tx = cx.category_text(x, kind)
+            l1.append(f"{tx} AS t_{j}")
             if ncat <= CASE_MAX_CATEGORIES:  # a few string comparisons beat the enum's hash lookup (~0.25 s per 10M CSV rows)
                 whens = " ".join(f"WHEN {quote_str(c, 'duckdb')} THEN {i}" for i, c in enumerate(col.categories))
-                l1.append(f"(CASE {cx.text(x)} {whens} END) AS k_{j}")
+                l1.append(f"(CASE {tx} {whens} END) AS k_{j}")
             else:
-                l1.append(f"enum_code(TRY_CAST({cx.text(x)} AS {enum_type_name(col)})) AS k_{j}")
+                l1.append(f"enum_code(TRY_CAST({tx} AS {enum_type_name(col)})) AS k_{j}")
             empty = MISSING if col.missing else EMPTY_ERROR
             unknown = {"missing": UNKNOWN_MISSING, "drop": UNKNOWN_DROP, "error": UNKNOWN_ERROR}[col.on_unknown]
             if any(not c.strip() for c in col.categories):  # a blank category: encode calls it empty first
