@@ -153,11 +153,13 @@ def _analyze(a: argparse.Namespace) -> int:
 def _regress(a: argparse.Namespace) -> int:
     from dpsynth.artifacts import card_json
     from dpsynth.io import read_table
-    from dpsynth.pipeline import dataset_identity
+    from dpsynth.pipeline import Outputs, dataset_identity
     from dpsynth.regression import dp_linear_regression
     from dpsynth.schema import load_schema
 
     schema = load_schema(a.schema)
+    if a.card_out:  # refused before the charge, as a release's outputs are
+        Outputs(card=a.card_out).check(reads=[a.input, a.schema])
     df = read_table(a.input)
     ledger, budget = _ledger_and_budget(a)
     res = dp_linear_regression(
@@ -175,7 +177,7 @@ def _regress(a: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict()))
         return 0
     print(f"{res.card['query']['model']}, ε = {a.epsilon:g}" + (f", δ = {a.delta:g}" if a.delta else "") +
-          f" ({a.neighbours}); {res.level:.0%} intervals:")
+          f" ({a.neighbours}); {res.level * 100:.6g}% intervals:")
     for t, c, lo, hi in zip(res.terms, res.coefficients, res.low, res.high, strict=True):
         print(f"  {t:>20}  {c: .6g}  [{lo:.6g}, {hi:.6g}]")
     return 0

@@ -192,15 +192,17 @@ def _pmf_table(kind: str, param: Fraction, k: int) -> tuple[int, np.ndarray] | N
 
 def _law_from_entry(entry: dict[str, Any], where: str) -> NoiseLaw:
     """A mechanism entry of the card (``scale``/``sigma2``) or of a model measurement."""
-    name = str(entry.get("mechanism", entry.get("noise", ""))).lower()
-    try:
-        if "laplace" in name:
-            return NoiseLaw("laplace", Fraction(str(entry["scale"])))
-        if "gaussian" in name:
-            return NoiseLaw("gaussian", Fraction(str(entry["sigma2"])))
-    except (KeyError, ValueError, ZeroDivisionError):
-        pass
-    raise InputError(f"The release does not record the noise law of {where} (mechanism and its scale or σ²).")
+    if isinstance(entry, dict):
+        name = str(entry.get("mechanism", entry.get("noise", ""))).lower()
+        try:
+            kind, key = ("laplace", "scale") if "laplace" in name else ("gaussian", "sigma2") if "gaussian" in name else ("", "")
+            if kind:
+                param = Fraction(str(entry[key]))
+                if param > 0:  # a noise law of scale 0 or below is no law (a damaged card)
+                    return NoiseLaw(kind, param)
+        except (KeyError, ValueError, ZeroDivisionError):
+            pass
+    raise InputError(f"The release does not record the noise law of {where} (mechanism and its positive scale or σ²).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,13 +227,17 @@ class NoisyTable:
         """Variance of one cell's noise."""
         return float(sum(w * w * law.variance for w, law in self.parts))
 
-    def noise(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
-        """``n`` independent draws of the whole table's noise, shape (n, *counts.shape)."""
+    def check_simulable(self, n: int) -> None:
+        """Refuse ``n`` simulated releases of this table when they would not fit in memory (before any is drawn)."""
         if self.counts.size * int(n) > MAX_SIMULATED_CELLS:
             raise InputError(
                 f"The table of {' × '.join(self.columns)} has {self.counts.size:,} cells, too many to simulate"
                 f" {int(n):,} releases of; ask about fewer or coarser columns, or fewer simulations."
             )
+
+    def noise(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent draws of the whole table's noise, shape (n, *counts.shape)."""
+        self.check_simulable(n)
         shape = (int(n), *self.counts.shape)
         out = np.zeros(shape)
         for w, law in self.parts:
@@ -334,13 +340,16 @@ def load_release(source: str | Path | bytes | BinaryIO) -> LoadedRelease:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"The release's card.json is not valid JSON ({exc}).") from None
     _card_schema(card)
-    if card.get("released_tables", {}).get("listed_cells") is not None or "sparse" in card:
+    if not isinstance(card, dict):
+        raise InputError("The release's card.json is not a release card.")
+    tables = card.get("released_tables", {})
+    if (isinstance(tables, dict) and tables.get("listed_cells") is not None) or "sparse" in card:
         raise _sparse_refusal()
     try:
         rel = Release.from_files(files)
-    except (KeyError, ValueError, zlib.error) as exc:
-        raise InputError(f"The release is corrupt ({exc}).") from None
-    loaded = from_release(rel)
+        loaded = from_release(rel)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, zlib.error) as exc:
+        raise InputError(f"The release is corrupt ({type(exc).__name__}: {str(exc)[:120]}).") from None
     if "synthetic.csv" in files:  # the rows as published (the same values the loaded release re-creates)
         loaded = LoadedRelease(loaded.schema, loaded.card, loaded.method, _read_synthetic(files["synthetic.csv"], loaded.schema),
                                histogram=loaded.histogram, measurements=loaded.measurements)
@@ -517,13 +526,15 @@ def _json(v: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_level(level: float) -> float:
+def check_level(level: float) -> float:
+    """A confidence level of an interval: at least 0.5 (below it a bootstrap interval need not hold its own
+    estimate) and below 1."""
     try:
         lv = float(level)
     except (TypeError, ValueError):
-        raise InputError(f"The confidence level must be a number between 0 and 1, got {level!r}.") from None
+        raise InputError(f"The interval level (its confidence) must be a number between 0 and 1, got {level!r}.") from None
     if not 0.5 <= lv < 1.0:
-        raise InputError(f"The confidence level must be at least 0.5 and below 1, got {level!r}.")
+        raise InputError(f"The interval level (its confidence) must be at least 0.5 and below 1, got {level!r}.")
     return lv
 
 
@@ -560,6 +571,7 @@ def value_ranges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
 def _simulated_world(table: NoisyTable, n_sim: int, rng: np.random.Generator,
                      sampling: Literal["multinomial", "poisson"]) -> tuple[np.ndarray, np.ndarray]:
     """(noisy counts of ``n_sim`` simulated releases, expected true counts of the simulated world), flat cells."""
+    table.check_simulable(n_sim)  # the sampled counts are as large as the noise
     lam = np.clip(table.counts.ravel(), 0.0, None)
     if sampling == "multinomial":
         n = int(round(max(float(table.counts.sum()), 0.0)))
@@ -605,6 +617,15 @@ def _ratio_bounds(table: NoisyTable, w_low: np.ndarray, w_high: np.ndarray, den:
     return float(y @ w_low) / d - hi, float(y @ w_high) / d - lo
 
 
+def _inside(estimate: float, low: float, high: float) -> float:
+    """The estimate moved into its own interval (post-processing of released counts): a ratio of noisy counts can
+    fall where no population value lies (a share of −0.02, a mean below every value the column holds), and the
+    interval, clamped to what the column can hold, already says so."""
+    if not math.isfinite(estimate) or not low <= high:
+        return estimate
+    return min(max(estimate, low), high)
+
+
 def _t_interval(x: np.ndarray, level: float, scale: float = 1.0) -> tuple[float, float, float]:
     from scipy import stats
 
@@ -624,7 +645,7 @@ def mean(rel: LoadedRelease, column: str, *, level: float = 0.95, rng: np.random
     """Mean of a numeric column (missing values left out) with an interval covering the population
     mean with probability ≥ ``level`` under noise, sampling and the worst case inside the bins."""
     col = _numeric(rel, column, "mean")
-    lv, n_sim = _check_level(level), _check_sims(n_sim, 100)
+    lv, n_sim = check_level(level), _check_sims(n_sim, 100)
     table = rel.table((column,))
     a, b = value_ranges(col)
     pad = np.zeros(col.n_cells - col.bins)
@@ -635,6 +656,7 @@ def mean(rel: LoadedRelease, column: str, *, level: float = 0.95, rng: np.random
     est = float(y @ ((wa + wb) / 2)) / d if d > 0 else math.nan
     low, high = _ratio_bounds(table, wa, wb, den, 1 - lv, n_sim, rng)
     low, high = max(low, float(a.min())), min(high, float(b.max()))
+    est = _inside(est, low, high)
     naive = _t_interval(rel.synthetic[column].to_numpy(dtype=np.float64), lv)
     return IntervalResult("mean", column, None, lv, est, low, high, *naive, noise=table.describe(),
                           binning=_binning_text(a, b), n_sim=n_sim)
@@ -645,7 +667,7 @@ def total(rel: LoadedRelease, column: str, *, level: float = 0.95, rng: np.rando
     """Total of a numeric column (missing values left out); the interval covers the expected total of the
     process that generated the table (rows arriving as a Poisson process), hence the table's own total too."""
     col = _numeric(rel, column, "total")
-    lv, n_sim = _check_level(level), _check_sims(n_sim, 100)
+    lv, n_sim = check_level(level), _check_sims(n_sim, 100)
     table = rel.table((column,))
     a, b = value_ranges(col)
     pad = np.zeros(col.n_cells - col.bins)
@@ -665,6 +687,7 @@ def total(rel: LoadedRelease, column: str, *, level: float = 0.95, rng: np.rando
         low, estimate = max(low, 0.0), max(estimate, 0.0)
     if b.max() <= 0:
         high, estimate = min(high, 0.0), min(estimate, 0.0)
+    estimate = _inside(estimate, low, high)
     x = rel.synthetic[column].to_numpy(dtype=np.float64)
     x = x[np.isfinite(x)]
     naive = _t_interval(x, lv, scale=len(x)) if len(x) else (0.0, math.nan, math.nan)
@@ -679,7 +702,7 @@ def proportion(rel: LoadedRelease, column: str, value: str, *, level: float = 0.
     from scipy import stats
 
     col = rel.column(column)
-    lv, n_sim = _check_level(level), _check_sims(n_sim, 100)
+    lv, n_sim = check_level(level), _check_sims(n_sim, 100)
     labels = col.labels()
     value = str(value)
     if value not in labels:
@@ -695,6 +718,7 @@ def proportion(rel: LoadedRelease, column: str, value: str, *, level: float = 0.
     est = float(y[j]) / d if d > 0 else math.nan
     low, high = _ratio_bounds(table, w, w, den, 1 - lv, n_sim, rng)
     low, high = max(low, 0.0), min(high, 1.0)
+    est = _inside(est, low, high)
     s = rel.synthetic[column]
     m = len(s)
     if m:
@@ -756,6 +780,7 @@ def independence(rel: LoadedRelease, a: str, b: str, *, rng: np.random.Generator
         raise InputError(f"Test independence of two different columns, got {a!r} twice.")
     n_sim = _check_sims(n_sim, 19)
     table = rel.table((a, b))
+    table.check_simulable(n_sim)
     y = table.counts
     v = max(table.variance, 1e-12)
     stat = float(_chi_stat(y, v))
@@ -826,7 +851,7 @@ def regression(rel: LoadedRelease, response: str, predictors: Sequence[str], *, 
     preds = tuple(predictors)
     if not preds:
         raise InputError("Name at least one predictor column.")
-    lv, n_sim = _check_level(level), _check_sims(n_sim, 100)
+    lv, n_sim = check_level(level), _check_sims(n_sim, 100)
     cols = (*preds, response)
     specs = [_numeric(rel, c, "regression") for c in cols]
     table = rel.table(cols)

@@ -41,6 +41,7 @@ import pandas as pd
 from dpsynth import noise
 from dpsynth.accounting import Ledger, PrivacyBudget
 from dpsynth.errors import InputError
+from dpsynth.inference import check_level
 from dpsynth.mechanisms import check_delta, check_epsilon, gaussian_sigma2_for, laplace_scale
 from dpsynth.neighbours import Neighbours, moment_matrix_sensitivity
 from dpsynth.schema import NumericColumn, Schema
@@ -144,8 +145,7 @@ def dp_linear_regression(
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     plan = plan_regression(schema, y=y, x=x, epsilon=eps, delta=dlt, neighbours=neighbours, mechanism=mechanism,
                            max_contributions=max_contributions, nan_policy=nan_policy)
-    if not 0 < float(level) < 1:
-        raise InputError(f"The interval level must be between 0 and 1, got {level!r}.")
+    level = check_level(level)  # the intervals' rule (a basic bootstrap interval at 1% left out its own estimate)
     if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or not 100 <= bootstrap <= 100_000:
         raise InputError(f"The number of bootstrap draws must be a whole number from 100 to 100,000, got {bootstrap!r}.")
     if rng is not None and seed is not None:

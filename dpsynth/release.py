@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,7 +216,7 @@ def read_release_files(path: str | Path | bytes) -> dict[str, bytes]:
             if sum(i.file_size for i in infos) > MAX_RELEASE_BYTES:
                 raise InputError("The release zip expands to more than 2 GB; it is not a dpsynth release.")
             return {Path(i.filename).name: zf.read(i) for i in infos}
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
         raise InputError(f"The release file is not a readable zip: {exc}.") from None
 
 

@@ -304,3 +304,30 @@ def test_cli_regress_missing_values(files, capsys) -> None:
     assert "row 3" in capsys.readouterr().err
     assert main(base + ["--nan-policy", "drop", "--seed", "2"]) == 0
     assert "dropped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--card-out", "{tmp}/no/such/folder/card.json"], "does not exist"),
+    (["--card-out", "{tmp}"], "is a folder"),
+    (["--card-out", "{data}"], "would overwrite"),
+    (["--level", "0.01"], "at least 0.5"),  # its interval left out its own coefficient
+    (["--level", "1e-9"], "at least 0.5"),
+])
+def test_cli_regress_refuses_before_the_charge(files, capsys, extra: list[str], message: str) -> None:
+    """An unwritable --card-out was found after ε was charged (the spend stood, no result was shown)."""
+    tmp, d, s = files
+    led = tmp / "l.sqlite"
+    args = [e.format(tmp=tmp, data=d) for e in extra]
+    before = d.read_bytes()
+    assert main(["regress", str(d), "--schema", str(s), "--y", "y", "--x", "x1", "--epsilon", "1", "--ledger", str(led),
+                 "--seed", "1", *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not Ledger(led).datasets() or Ledger(led).datasets()[0]["spent_epsilon"] == 0
+    assert d.read_bytes() == before
+
+
+def test_cli_regress_labels_its_level_as_given(files, capsys) -> None:
+    tmp, d, s = files
+    assert main(["regress", str(d), "--schema", str(s), "--y", "y", "--x", "x1", "--epsilon", "1", "--ledger",
+                 str(tmp / "l.sqlite"), "--seed", "1", "--level", "0.999"]) == 0
+    assert "99.9% intervals" in capsys.readouterr().out
