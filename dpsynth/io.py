@@ -301,6 +301,7 @@ def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, lis
         raise InputError(f"{name} has {len(header):,} columns, more than the {limits.max_columns:,} limit.")
     _check_header(header, name, limits)
     _check_quotes(body, sep, name)
+    _check_after_quotes(body, sep, name)
     # a row (all its cells) must fit a block; cells are capped far below this anyway
     block = max(1 << 20, min(64 << 20, 2 * limits.max_cell_chars * max(1, len(header)) + (1 << 16)))
     try:
@@ -340,6 +341,29 @@ def _check_quotes(body: bytes, sep: str, name: str) -> None:
     if q == 0 or body[q - 1: q] in (sep.encode(), b"\n", b"\r"):
         line = _line(body, q)
         raise InputError(f"{name} has an unclosed quote: the quote that opens a value on line {line} is never closed.")
+
+
+def malformed_csv_message(name: str, line: int, problem: str) -> str:
+    """The refusal of text after a closing quote (``5,"a"b``), the same from every engine: pyarrow alone read 'ab',
+    DuckDB refused the file with 'Error when sniffing file'."""
+    return (f"{name}: line {line} is not well-formed CSV ({problem}); a quoted value must be followed by the"
+            " delimiter or the end of its line.")
+
+
+def _check_after_quotes(body: bytes, sep: str, name: str) -> None:
+    """Refuse a quoted value followed by more text before the delimiter (:func:`malformed_csv_message`). Only a
+    file holding a quote between two other characters (``"a"b``, or an inch mark as in ``12" screen``, which is
+    fine) is parsed a second time, by the csv module in strict mode, to tell the two apart."""
+    s = re.escape(sep.encode())
+    if not re.search(rb'[^' + s + rb'\r\n"]"[^' + s + rb'\r\n"]', body):
+        return
+    rows = csv.reader(io.StringIO(body.decode("utf-8"), newline=""), delimiter=sep, quotechar='"', doublequote=True,
+                      strict=True)
+    try:
+        for _ in rows:
+            pass
+    except csv.Error as exc:
+        raise InputError(malformed_csv_message(name, rows.line_num, str(exc))) from None
 
 
 def ragged_row_message(name: str, expected: int, row: int, got: int) -> str:

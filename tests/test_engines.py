@@ -196,6 +196,9 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age,sex\n\u00a030,F\n40,M\n", "are not numbers (row 1"),
     ("age,sex\n30,\u00a0\n40,M\n", "not in its category list (first at row 1"),
     ("age,Age,sex\n30,1,F\n40,2,M\n", "differ only in case"),  # both engines failed in DuckDB's binder
+    # text after a closing quote: read as 'Fx' in memory, "Error when sniffing file" from DuckDB
+    ("age,sex\n30,\"F\"x\n40,M\n", "line 2 is not well-formed CSV"),
+    ("age,sex\n30,F\n40,M\n41,12\" M\n", "not in its category list"),  # an inch mark is text, alike
     (b"\xfe\xff" + "age,sex\n30,F\n40,M\n".encode("utf-16-be"), "big-endian UTF-16"),  # DuckDB alone refused it
 ])
 def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,

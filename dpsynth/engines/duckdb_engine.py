@@ -199,7 +199,7 @@ def explain_csv_failure(source: Any) -> None:
     if not (isinstance(source, str | Path) and Path(source).is_file()
             and Path(source).suffix.lower() not in PARQUET_SUFFIXES):
         return
-    from dpsynth.io import ragged_row_message
+    from dpsynth.io import malformed_csv_message, ragged_row_message
 
     path = Path(source)
     check_csv_bytes(path, decode=True)
@@ -215,7 +215,9 @@ def explain_csv_failure(source: Any) -> None:
                 row += 1
                 if len(fields) != len(header):
                     raise InputError(ragged_row_message(path.name, len(header), row, len(fields)))
-    except (csv.Error, UnicodeError, OSError):
+    except csv.Error as exc:  # e.g. text after a closing quote ('5,"a"b'), which DuckDB calls a sniffing error
+        raise InputError(malformed_csv_message(path.name, rows.line_num, str(exc))) from None
+    except (UnicodeError, OSError):
         return  # DuckDB's own message stands
 
 
