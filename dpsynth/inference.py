@@ -339,9 +339,9 @@ def load_release(source: str | Path | bytes | BinaryIO) -> LoadedRelease:
         card = json.loads(files["card.json"].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"The release's card.json is not valid JSON ({exc}).") from None
-    _card_schema(card)
     if not isinstance(card, dict):
         raise InputError("The release's card.json is not a release card.")
+    _card_schema(card)
     tables = card.get("released_tables", {})
     if (isinstance(tables, dict) and tables.get("listed_cells") is not None) or "sparse" in card:
         raise _sparse_refusal()
