@@ -275,15 +275,21 @@ def _to_float(series: pd.Series, name: str) -> tuple[np.ndarray, np.ndarray]:
 def cell_text(series: pd.Series) -> pd.Series:
     """The text a categorical column's cells are compared as, the same on every engine: text as it is; true/false
     as ``true``/``false`` and a timestamp as ``2020-01-01 12:00:00.5`` (seconds always, a fraction without trailing
-    zeros), as SQL engines cast them (pandas' own text was ``True`` and, for timestamps, depended on the other rows:
+    zeros; one with a time zone in UTC, ``2020-01-01 11:00:00+00``), as SQL engines cast them (pandas' own text was
+    ``True`` and, for timestamps, depended on the other rows:
     ``2020-01-01`` when all fell at midnight); everything else as pandas writes it. Missing stays missing."""
     if pd.api.types.is_bool_dtype(series.dtype):
         out = series.astype("string").str.lower()
-    elif pd.api.types.is_datetime64_dtype(series.dtype):  # naive timestamps (a time zone: pandas' text)
+    elif pd.api.types.is_datetime64_any_dtype(series.dtype):
         t = pd.Series(pd.to_datetime(series), index=series.index)
+        zone = getattr(t.dt, "tz", None) is not None
+        if zone:  # an instant: its UTC time, as the engines cast it in a UTC session (not the machine's zone)
+            t = t.dt.tz_convert("UTC").dt.tz_localize(None)
         frac = (t.dt.microsecond * 1000 + t.dt.nanosecond).astype("Int64")
         tail = frac.astype("string").str.zfill(9).str.rstrip("0")
         out = t.dt.strftime("%Y-%m-%d %H:%M:%S").astype("string") + ("." + tail).where(frac > 0, "")
+        if zone:
+            out = out + "+00"
     else:
         return series.astype("string")
     return out.where(series.notna(), pd.NA)

@@ -76,21 +76,34 @@ def csv_layout(path: Path) -> tuple[str, list[str], str]:
 
 def check_csv_bytes(path: Path, decode: bool = False) -> None:
     """:func:`dpsynth.io.read_table`'s refusals of a CSV file's bytes, streamed: a NUL byte (DuckDB reads one
-    inside a value as text, so the same file could be released here and refused in memory) and, with
-    ``decode``, text that is not UTF-8 (which DuckDB refuses too, less clearly: checked after it fails)."""
-    from dpsynth.io import check_utf8_blocks, text_encoding
+    inside a value as text, so the same file could be released here and refused in memory), quoting that readers
+    take apart differently (:func:`dpsynth.io.check_quoting`: DuckDB read ``5, "a"`` and ``5,"a" `` as 'a', pyarrow
+    refused the second and read the text ' "a"' from the first) and, with ``decode``, text that is not UTF-8 (which
+    DuckDB refuses too, less clearly: checked after it fails)."""
+    from dpsynth.io import CsvScan, check_scanned, check_utf8_blocks
 
+    sep, header, encoding = csv_layout(path)
+    scan = CsvScan(sep, len(header))
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            if text_encoding(head, path.name) == "utf-16":
-                return  # DuckDB decodes it (encoding = 'utf-16'), as read_table does
-            start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
-            fh.seek(start)
-            if not decode and not any(b"\x00" in block for block in iter(lambda: fh.read(1 << 24), b"")):
-                return  # a memchr pass; the line of a NUL is counted below, only when there is one
-            fh.seek(start)
-            check_utf8_blocks(iter(lambda: fh.read(1 << 24), b""), path.name, decode=decode)
+        if encoding == "utf-16":  # DuckDB decodes it (encoding = 'utf-16'), as read_table does
+            with open(path, encoding="utf-16", newline="") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), ""):
+                    scan.feed(chunk.encode("utf-8"))
+                scan.finish()
+        else:
+            with open(path, "rb") as fh:
+                start = 3 if fh.read(3) == b"\xef\xbb\xbf" else 0
+                fh.seek(start)
+                for block in iter(lambda: fh.read(1 << 24), b""):
+                    scan.feed(block)  # memchr-like passes; a NUL's line and the UTF-8 check only when needed
+                scan.finish()
+                if decode or scan.nul:
+                    fh.seek(start)
+                    check_utf8_blocks(iter(lambda: fh.read(1 << 24), b""), path.name, decode=decode)
+        check_scanned(scan, path.name, lambda: open(path, encoding="utf-16" if encoding == "utf-16" else "utf-8-sig",
+                                                     newline=""))
+    except UnicodeDecodeError:
+        return  # not UTF-8: refused with its own message by the caller's decoding check
     except OSError as exc:
         raise InputError(f"Cannot read {path.name}: {exc.strerror}.") from None
 
@@ -124,6 +137,9 @@ class DuckDBEngine(Engine):
         if self.temp_directory:
             config["temp_directory"] = self.temp_directory
         con = duckdb.connect(config=config)
+        # an instant's text is in the session's time zone, the machine's by default: one file would be counted
+        # differently on two machines (binning.cell_text writes instants in UTC)
+        con.execute("SET TimeZone = 'UTC'")
         con.execute("SET enable_progress_bar = true")
         con.execute("SET enable_progress_bar_print = false")
         return con

@@ -108,6 +108,9 @@ class SparkEngine(Engine):
         _check_columns(schema, types)
         view = f"dpsynth_src_{uuid.uuid4().hex[:12]}"
         df.createOrReplaceTempView(view)
+        # instants as text in UTC whatever the machine's time zone (binning.cell_text); the caller's setting is restored
+        zone = self.spark.conf.get("spark.sql.session.timeZone")
+        self.spark.conf.set("spark.sql.session.timeZone", "UTC")
         try:
             query, n_flags = S.count_sql(schema, types, view, "spark")
             res = self.spark.sql(query).toPandas()
@@ -127,6 +130,7 @@ class SparkEngine(Engine):
                     values = [r[0] for r in self.spark.sql(S.error_values_sql(schema, types, view, "spark", j, status)).collect()]
                 raise InputError(S.error_message(col, status, errors[j][status], rows, values))
         finally:
+            self.spark.conf.set("spark.sql.session.timeZone", zone)
             self.spark.catalog.dropTempView(view)
         rep, dropped = report_from_statuses(schema, flags, counts)
         keep = ~dropped

@@ -86,9 +86,12 @@ _NUMBER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYIN
 _BOOL_TYPES = ("BOOLEAN", "BOOL")
 
 
-def type_class(sql_type: str) -> str:
-    """'number', 'bool' or 'text' for a DuckDB or Spark column type name."""
+def type_class(sql_type: str, dialect: Dialect = "duckdb") -> str:
+    """'number', 'bool', 'instant' (a timestamp with a time zone: an instant) or 'text' for a DuckDB or Spark
+    column type name (Spark's ``timestamp`` is an instant, DuckDB's a naive timestamp)."""
     t = sql_type.strip().upper()
+    if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") or (dialect == "spark" and t == "TIMESTAMP"):
+        return "instant"
     if t in _BOOL_TYPES:
         return "bool"
     if t in _NUMBER_TYPES or t in ("DOUBLE PRECISION", "FLOAT4", "FLOAT8", "INT4", "INT8"):
@@ -152,7 +155,10 @@ class _Ctx:
 
     def category_text(self, expr: str, kind: str) -> str:
         """A cell's text as a category (:func:`dpsynth.binning.cell_text`): a typed number's NaN is a missing cell,
-        as pandas reads it, not the category 'nan'."""
+        as pandas reads it, not the category 'nan'; an instant is its UTC time with ``+00``, whatever the machine's
+        time zone (each engine sets its session's time zone to UTC)."""
+        if kind == "instant":
+            return self.text(expr) if self.dialect == "duckdb" else f"concat({self.text(expr)}, '+00')"
         if kind != "number":
             return self.text(expr)
         return f"CASE WHEN isnan(CAST({expr} AS DOUBLE)) THEN NULL ELSE {self.text(expr)} END"
@@ -180,7 +186,7 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
     l1, l2, l3, l4, l5, l6 = ([] for _ in range(6))
     for j, col in enumerate(schema.columns):
         x = quote_ident(col.name, dialect)
-        kind = type_class(types[col.name])
+        kind = type_class(types[col.name], dialect)
         if row_numbers:  # raw text only for error messages (formatting doubles as text is not free)
             l1.append(f"{cx.text(x)} AS raw_{j}")
         if isinstance(col, NumericColumn):
