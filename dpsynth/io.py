@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
-import functools
 import io
 import itertools
 import re
@@ -356,6 +355,7 @@ class CsvScan:
     _last: tuple[int, bytes, int] = (0, b"", 0)
     _carry: bytes = b""
     _record_seps: int = 0  # delimiters outside quoted values since the last line break outside them
+    _edge: np.ndarray | None = None
     #: the first line ending with each kind of line break outside quoted values (b"\n", b"\r\n", b"\r"), and where
     #: in the file it stands
     endings: dict[bytes, tuple[int, int]] = field(default_factory=dict)
@@ -399,6 +399,10 @@ class CsvScan:
         for start in range(0, len(block), 1 << 18):
             self._take(view[start: start + (1 << 18)].tobytes())
 
+    def _set_edge(self) -> np.ndarray:
+        self._edge = _edge_bytes(self.sep)
+        return self._edge
+
     def _take(self, block: bytes) -> None:
         if self._carry:
             block, self._carry = self._carry + block, b""
@@ -409,7 +413,7 @@ class CsvScan:
 
     def _process(self, block: bytes) -> None:
         self.nul = self.nul or b"\x00" in block
-        edge = _edge_bytes(self.sep)
+        edge = self._edge if self._edge is not None else self._set_edge()
         if self._pending and block and not edge[block[0]]:
             self.suspect = True
         self._pending = False
@@ -576,7 +580,6 @@ def check_scanned(scan: CsvScan, name: str, text: Callable[[], AbstractContextMa
         check_line_endings(scan.endings, name)
 
 
-@functools.lru_cache(maxsize=8)
 def _edge_bytes(sep: str) -> np.ndarray:
     """Which bytes may stand beside a quote at a value's edge: the delimiter, line breaks, another quote."""
     edge = np.zeros(256, dtype=bool)
