@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dpsynth import humanize
 from dpsynth.accounting import default_ledger_path
 from dpsynth.errors import DPSynthError, InputError
 
@@ -177,7 +178,7 @@ def _regress(a: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict()))
         return 0
     print(f"{res.card['query']['model']}, ε = {a.epsilon:g}" + (f", δ = {a.delta:g}" if a.delta else "") +
-          f" ({a.neighbours}); {res.level * 100:.6g}% intervals:")
+          f" ({a.neighbours}); {humanize.level(res.level)} intervals:")
     for t, c, lo, hi in zip(res.terms, res.coefficients, res.low, res.high, strict=True):
         print(f"  {t:>20}  {c: .6g}  [{lo:.6g}, {hi:.6g}]")
     return 0

@@ -129,6 +129,11 @@ def percent(p: float, decimals: int = 1) -> str:
     return f"{100 * p:.{decimals}f}%"
 
 
+def level(p: float) -> str:
+    """An interval's confidence level as given: ``0.95`` → ``95%``, ``0.995`` → ``99.5%`` (never rounded up to 100%)."""
+    return f"{100 * float(p):.6g}%"
+
+
 def cells(n: int) -> str:
     """The size of a domain: ``48 cells``, ``about 120 trillion cells``, ``about 10¹⁷⁴ cells (a 175-digit number)``."""
     if n < 10**6:

@@ -84,6 +84,7 @@ from typing import Any, BinaryIO, Literal
 import numpy as np
 import pandas as pd
 
+from dpsynth import humanize
 from dpsynth.errors import InputError
 from dpsynth.schema import MISSING_LABEL, CategoricalColumn, NumericColumn, Schema
 
@@ -347,6 +348,9 @@ def load_release(source: str | Path | bytes | BinaryIO) -> LoadedRelease:
         raise _sparse_refusal()
     try:
         rel = Release.from_files(files)
+        if rel.model is None and rel.noisy_counts is None:  # a card of a full histogram over a partial listing
+            raise InputError("The release's histogram.csv does not list every cell of its card's schema; the files do"
+                             " not belong together.")
         loaded = from_release(rel)
     except (KeyError, ValueError, TypeError, AttributeError, IndexError, zlib.error) as exc:
         raise InputError(f"The release is corrupt ({type(exc).__name__}: {str(exc)[:120]}).") from None
@@ -923,7 +927,7 @@ def summary_lines(result: IntervalResult | IndependenceResult | RegressionResult
     """A few readable lines for the command line."""
     if isinstance(result, IntervalResult):
         what = f"{result.statistic} of {result.column}" + (f" = {result.value!r}" if result.value is not None else "")
-        pct = f"{result.level:.0%}"
+        pct = f"{humanize.level(result.level)}"
         return [
             f"{what}: {_num(result.estimate)}  ({pct} interval {_num(result.low)} to {_num(result.high)}; accounts for"
             " the DP noise, sampling and binning)",
@@ -941,7 +945,7 @@ def summary_lines(result: IntervalResult | IndependenceResult | RegressionResult
             f" {result.naive_p_value:.4g} — too small when noise is large (false discoveries)",
             f"  noise: {result.noise}",
         ]
-    lines = [f"regression of {result.response} on {', '.join(result.predictors)} ({result.level:.0%} intervals):"]
+    lines = [f"regression of {result.response} on {', '.join(result.predictors)} ({humanize.level(result.level)} intervals):"]
     for k, term in enumerate(result.terms):
         lines.append(f"  {term}: {_num(result.estimate[k])} ({_num(result.low[k])} to {_num(result.high[k])});"
                      f" naive {_num(result.naive_estimate[k])} ({_num(result.naive_low[k])} to {_num(result.naive_high[k])})")

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dpsynth import humanize
 from dpsynth.binning import encode
 from dpsynth.release import Release
 from dpsynth.schema import Schema
@@ -322,13 +323,13 @@ def inference_figure(result: Any) -> go.Figure:
             est, lo, hi = (np.asarray(v, dtype=float) for v in (est, lo, hi))
             fig.add_scatter(x=est, y=list(result.terms), mode="markers", name=name, marker_color=colours[name],
                             error_x={"type": "data", "symmetric": False, "array": hi - est, "arrayminus": est - lo})
-        fig.update_layout(title=f"Coefficients ({result.level:.0%} intervals)", height=320, scattermode="group")
+        fig.update_layout(title=f"Coefficients ({humanize.level(result.level)} intervals)", height=320, scattermode="group")
         return fig
     for name, est, lo, hi in [(HONEST, result.estimate, result.low, result.high),
                               (NAIVE, result.naive_estimate, result.naive_low, result.naive_high)]:
         fig.add_scatter(x=[est], y=[name], mode="markers", name=name, marker_color=colours[name], marker_size=10,
                         error_x={"type": "data", "symmetric": False, "array": [hi - est], "arrayminus": [est - lo]})
     what = f"{result.statistic} of {result.column}" + (f" = {result.value}" if result.value is not None else "")
-    fig.update_layout(title=f"{what}: {result.level:.0%} intervals", height=260, showlegend=False,
+    fig.update_layout(title=f"{what}: {humanize.level(result.level)} intervals", height=260, showlegend=False,
                       margin={"l": 10, "r": 10, "t": 50, "b": 30})
     return fig

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpsynth import plots
+from dpsynth import humanize, plots
 from dpsynth.errors import DPSynthError
 from dpsynth.inference import IndependenceResult, IntervalResult, LoadedRelease, analyse, from_release, load_release
 from dpsynth.schema import NumericColumn
@@ -84,7 +84,7 @@ def ask(rel: LoadedRelease) -> tuple[str, list[str], float]:
 def show(result: Any) -> None:
     if isinstance(result, IntervalResult):
         c1, c2 = st.columns(2)
-        c1.metric(f"Honest estimate ({result.level:.0%} interval)", f"{result.estimate:.6g}",
+        c1.metric(f"Honest estimate ({humanize.level(result.level)} interval)", f"{result.estimate:.6g}",
                   help="Accounts for the DP noise (its exact law), sampling and binning.")
         c1.caption(f"{_num(result.low)} to {_num(result.high)}")
         c2.metric("Naive, from synthetic rows as if real", f"{result.naive_estimate:.6g}",

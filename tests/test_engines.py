@@ -221,6 +221,12 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age,sex\n30,F,\n40,M\n", "but row 1 has 3"),
     ("age,sex\n30,F\n40,M,", "but row 2 has 3"),
     ("age,sex\r\n30,F\r\n40,M,\r\n", "but row 2 has 3"),
+    # a cell longer than read_table's limit, in the schema or beside it: DuckDB alone counted the row
+    pytest.param("age,sex\n30,F\n40," + "M" * 10_001 + "\n", "a cell of column 'sex' (row 2) is longer than 10,000"
+                 " characters", id="a long cell"),
+    pytest.param("age,sex,note\n30,F,x\n40,M," + "y" * 10_001 + "\n41,F," + "z" * 10_002 + "\n",
+                 "a cell of column 'note' (row 3) is longer than 10,000 characters", id="a long cell outside the schema"),
+    pytest.param("age,sex,note\n30,F," + "\u00e9" * 10_000 + "\n", None, id="20,000 bytes in 10,000 characters"),
     (b"\xfe\xff" + "age,sex\n30,F\n40,M\n".encode("utf-16-be"), "big-endian UTF-16"),  # DuckDB alone refused it
 ])
 def test_a_csv_file_has_the_same_columns_and_refusals_on_both_engines(tmp_path, text: str | bytes,
@@ -812,3 +818,15 @@ def test_the_streamed_csv_scan_finds_a_trailing_delimiter_past_the_header(body: 
     pieces = CsvScan.of([data[i: i + cut] for i in range(0, len(data), cut)], ",", columns=2)
     if trailing:
         assert pieces.needs_parse
+
+
+def test_a_long_text_cell_in_parquet_is_refused_alike_on_both_engines(tmp_path) -> None:
+    """read_table refuses a Parquet text cell over 10,000 characters in any column; DuckDB alone counted it."""
+    from dpsynth.io import read_table
+
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"age": [30, 40, 50], "note": ["a", "b" * 10_001, "c"]}).to_parquet(path, index=False)
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=10),))
+    msg = _error(lambda: get_engine("duckdb").count(path, schema))
+    assert "a cell of column 'note' (row 2) is longer than 10,000 characters" in msg
+    assert msg == _error(lambda: read_table(path))

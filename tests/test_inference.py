@@ -426,6 +426,16 @@ def test_a_damaged_card_is_one_clear_error(edit) -> None:
         mean(loaded, "x", rng=np.random.default_rng(0), n_sim=200)
 
 
+def test_a_card_whose_schema_does_not_fit_the_histogram_is_named_so() -> None:
+    """A card with one category more than its histogram.csv was refused as a sparse release, which it is not."""
+    def widen(card: dict) -> None:
+        col = next(c for c in card["schema"]["columns"] if c["type"] == "categorical")
+        col["categories"] = [*col["categories"], "an extra category"]
+
+    with pytest.raises(InputError, match="does not list every cell of its card's schema"):
+        load_release(_damaged(widen))
+
+
 def test_corrupted_compressed_bytes_are_one_clear_error() -> None:
     df = population_sample(300, np.random.default_rng(1))
     data = bytearray(release_zip(release(df, SCHEMA, epsilon=1.0, seed=1, method="histogram")))
@@ -456,3 +466,16 @@ def test_a_table_too_large_to_simulate_is_refused_before_any_draw(monkeypatch: p
 
     with pytest.raises(InputError, match="too many to simulate"):
         independence(loaded, "a", "b", rng=Watched())
+
+
+@pytest.mark.parametrize(("level", "label"), [(0.95, "95%"), (0.995, "99.5%"), (0.999, "99.9%"), (0.5, "50%")])
+def test_interval_levels_are_labelled_as_given(level: float, label: str) -> None:
+    """A 99.5% interval was labelled '100% interval' (format .0%) in the summary, the plots and the page."""
+    from dpsynth import humanize, plots
+    from dpsynth.inference import summary_lines
+
+    _, loaded = one_release(0, "histogram", 1.0, n=300)
+    result = mean(loaded, "x", level=level, rng=np.random.default_rng(0), n_sim=200)
+    assert humanize.level(level) == label
+    assert f"({label} interval " in summary_lines(result)[0]
+    assert f"{label} intervals" in plots.inference_figure(result).layout.title.text

@@ -26,7 +26,7 @@ from dpsynth.engines import sql as S
 from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.io import PARQUET_SUFFIXES
+from dpsynth.io import MAX_CELL_CHARS, PARQUET_SUFFIXES
 from dpsynth.schema import Schema
 
 _FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION"}
@@ -180,7 +180,9 @@ class DuckDBEngine(Engine):
             for stmt in S.enum_ddl(schema):
                 con.execute(stmt)
             odd = not (isinstance(source, str | Path) and _plain_number_bytes(Path(source)))
-            query, n_flags = S.count_sql(schema, types, src, "duckdb", odd_numbers=odd)
+            # every text column of a file, as read_table measures them all (a schema may leave some out)
+            measured = [c for c, t in types.items() if t.strip().upper() == "VARCHAR"] if isinstance(source, str | Path) else []
+            query, n_flags = S.count_sql(schema, types, src, "duckdb", odd_numbers=odd, measured=measured)
             try:
                 res = _run_with_progress(con, query, progress)
             except duckdb.Error as exc:
@@ -190,6 +192,8 @@ class DuckDBEngine(Engine):
             counts = np.asarray(res["n"], dtype=np.int64)
             if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
                 raise InputError(f"{label} has a header but no data rows.")
+            if measured and int(np.max(res["longest"], initial=0)) > MAX_CELL_CHARS:  # bytes bound the characters
+                _refuse_long_cells(con, src, label, measured)
             flags = [np.asarray(res[f"f{k}"], dtype=np.int64) for k in range(n_flags)]
             errors = column_errors(schema, flags, counts)
             if errors:
@@ -207,6 +211,15 @@ class DuckDBEngine(Engine):
                                               max_dense_cells=max_dense_cells)
         finally:
             con.close()
+
+
+def _refuse_long_cells(con: Any, src: str, label: str, columns: list[str]) -> None:
+    """:func:`dpsynth.io.read_table`'s refusal of a cell longer than :data:`~dpsynth.io.MAX_CELL_CHARS` characters:
+    the first such column in the file's order, at the row of its longest cell (DuckDB alone counted them)."""
+    for c in columns:
+        n, row = con.execute(S.longest_cell_sql(src, c)).fetchone()
+        if n is not None and n > MAX_CELL_CHARS:
+            raise InputError(f"{label}: a cell of column {c!r} (row {row}) is longer than {MAX_CELL_CHARS:,} characters.")
 
 
 def explain_csv_failure(source: Any) -> None:

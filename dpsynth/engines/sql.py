@@ -20,6 +20,7 @@ cell, so one pass yields the counts, the curator's report and any errors.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -270,10 +271,11 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
 
 
 def count_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, *,
-              odd_numbers: bool = True) -> tuple[str, int]:
-    """GROUP BY query returning (cell, f0, f1, …, n); also the number of flag columns."""
+              odd_numbers: bool = True, measured: Sequence[str] = ()) -> tuple[str, int]:
+    """GROUP BY query returning (cell, f0, f1, …, n); also the number of flag columns (``measured``: DuckDB
+    only, :func:`fast_count_sql`)."""
     if dialect == "duckdb":
-        return fast_count_sql(schema, types, source, odd_numbers=odd_numbers)
+        return fast_count_sql(schema, types, source, odd_numbers=odd_numbers, measured=measured)
     st = strides(schema)
     cell = " + ".join(f"code_{j} * CAST({s} AS BIGINT)" for j, s in enumerate(st))
     n_cols = len(schema.columns)
@@ -303,15 +305,19 @@ CASE_MAX_CATEGORIES = 16
 EDGE_COMPARE_MAX_BINS = 24
 
 
-def fast_count_sql(schema: Schema, types: dict[str, str], source: str, *, odd_numbers: bool = True) -> tuple[str, int]:
-    """DuckDB: the GROUP BY of :func:`fast_rows_sql` (same result as the staged query, one cheap pass)."""
-    inner, n_flags = fast_rows_sql(schema, types, source, odd_numbers=odd_numbers)
+def fast_count_sql(schema: Schema, types: dict[str, str], source: str, *, odd_numbers: bool = True,
+                   measured: Sequence[str] = ()) -> tuple[str, int]:
+    """DuckDB: the GROUP BY of :func:`fast_rows_sql` (same result as the staged query, one cheap pass); with
+    ``measured`` (text columns of the source, any of them outside the schema), also ``longest``: the most bytes of
+    a cell among them in each group (a cheap bound on the characters, :data:`dpsynth.io.MAX_CELL_CHARS`)."""
+    inner, n_flags = fast_rows_sql(schema, types, source, odd_numbers=odd_numbers, measured=measured)
     keys = ["cell"] + [f"f{k}" for k in range(n_flags)]
-    return f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) AS c GROUP BY {', '.join(keys)}", n_flags
+    longest = ", max(__len) AS longest" if measured else ""
+    return f"SELECT {', '.join(keys)}, count(*) AS n{longest} FROM ({inner}) AS c GROUP BY {', '.join(keys)}", n_flags
 
 
 def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_numbers: bool = False,
-                  odd_numbers: bool = True) -> tuple[str, int]:
+                  odd_numbers: bool = True, measured: Sequence[str] = ()) -> tuple[str, int]:
     """DuckDB: per row, ``cell`` and the packed status flags ``f0, f1, …`` — the staged query's values.
 
     ``odd_numbers=False`` is a promise that no text cell holds ``_`` or ``+`` (the caller scanned the
@@ -402,10 +408,21 @@ def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_num
         all_ok = " AND ".join(f"({ok[j]})" for j in js)
         flags.append(f"CASE WHEN {all_ok} THEN CAST(0 AS BIGINT) ELSE {packed} END AS f{k}")
     rn = "row_number() OVER () AS __r, " if row_numbers else ""
+    if measured:
+        sizes = ", ".join(f"coalesce(strlen({quote_ident(c, 'duckdb')}), 0)" for c in measured)
+        l1.append(f"greatest({sizes}, 0) AS __len")
     q = f"SELECT {rn}{', '.join(l1)} FROM {source}"
     if l2:
         q = f"SELECT *, {', '.join(l2)} FROM ({q}) AS s"
-    return f"SELECT {'__r, ' if row_numbers else ''}{cell} AS cell, {', '.join(flags)} FROM ({q}) AS b", n_flags
+    size = ", __len" if measured else ""
+    return f"SELECT {'__r, ' if row_numbers else ''}{cell} AS cell, {', '.join(flags)}{size} FROM ({q}) AS b", n_flags
+
+
+def longest_cell_sql(source: str, column: str) -> str:
+    """DuckDB: the characters of ``column``'s longest cell and its row (1-based, the first of equals)."""
+    c = quote_ident(column, "duckdb")
+    return (f"SELECT n, r FROM (SELECT length({c}) AS n, row_number() OVER () AS r FROM {source})"
+            " ORDER BY n DESC NULLS LAST, r LIMIT 1")
 
 
 def error_rows_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, j: int, status: int,
