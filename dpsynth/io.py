@@ -706,10 +706,13 @@ def check_column_names(header: Sequence[str], name: str, limits: Limits = Limits
         seen[key] = c
 
 
-def _nullable_integer(t: Any) -> Any:
-    """pandas' nullable integer dtype of an Arrow integer type (whole numbers with missing values kept whole)."""
+def nullable_dtype(t: Any) -> Any:
+    """pandas' nullable dtype of an Arrow integer or boolean type (whole numbers with missing values kept whole,
+    true/false with missing values kept boolean rather than Python objects written 'True')."""
     import pyarrow as pa
 
+    if pa.types.is_boolean(t):
+        return pd.BooleanDtype()
     if not pa.types.is_integer(t):
         return None
     return pd.api.types.pandas_dtype(f"{'U' if pa.types.is_unsigned_integer(t) else ''}Int{t.bit_width}")
@@ -756,14 +759,15 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
     try:
         df = pd.read_parquet(io.BytesIO(data))
         # whole numbers with gaps stay whole (pandas alone turned them into floats: 0 read as "0.0" where the
-        # SQL engines read "0"), exactly, in pandas' nullable integers
+        # SQL engines read "0"), exactly, in pandas' nullable integers; true/false with gaps stay boolean (pandas
+        # alone read Python objects, written 'True' where the SQL engines write 'true')
         arrow = meta.schema.to_arrow_schema()
-        gappy = [f.name for f in arrow if _nullable_integer(f.type) is not None and f.name in df.columns
+        gappy = [f.name for f in arrow if nullable_dtype(f.type) is not None and f.name in df.columns
                  and df[f.name].isna().any()]
         if gappy:
             table = pq.read_table(io.BytesIO(data), columns=gappy)
             for c in gappy:
-                df[c] = pd.Series(table.column(c).to_pandas(types_mapper=_nullable_integer).array, index=df.index)
+                df[c] = pd.Series(table.column(c).to_pandas(types_mapper=nullable_dtype).array, index=df.index)
     except Exception as exc:  # pyarrow raises many types for a broken file
         raise InputError(f"{name} is not a readable Parquet file ({type(exc).__name__}).") from None
     return df

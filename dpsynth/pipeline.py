@@ -331,9 +331,12 @@ def _streamed_leaf_counts(source: Any, schema: Any) -> dict[str, Any]:
         else:
             raise InputError("The value model of numeric columns needs a file or a DataFrame; set its share to 0"
                              " to release from this source.")
+        from dpsynth.io import nullable_dtype
+
         reader = rel.fetch_record_batch(LEAF_BATCH_ROWS)
         for batch in reader:
-            enc = encode(batch.to_pandas(), schema)
+            # typed as read_table types them: true/false with gaps read 'True' (unknown) here and 'true' there
+            enc = encode(batch.to_pandas(types_mapper=nullable_dtype), schema)
             for c in numeric:
                 counted = count_column(enc.raw[c.name], c)
                 totals[c.name] = counted if c.name not in totals else totals[c.name] + counted
