@@ -325,6 +325,8 @@ def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, lis
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except pa.ArrowInvalid as exc:
+        if _ROW.search(str(exc)):
+            explain_fields(io.StringIO(body.decode("utf-8"), newline=""), sep, len(header), name)
         raise InputError(_csv_problem(str(exc), name, len(header), block)) from None
     if table.column_names != header or any(t != pa.string() for t in table.schema.types):
         raise InputError(f"{name}: the header row could not be read consistently; check its quotes.")
@@ -661,6 +663,25 @@ def check_quoting(text: Iterable[str], sep: str, name: str, columns: int = 0) ->
         if fields != skipped and any(a != b and a.lstrip(" ").startswith('"')
                                      for a, b in itertools.zip_longest(fields, skipped or [], fillvalue="")):
             raise InputError(spaced_quote_message(name, plain.line_num))
+
+
+def explain_fields(text: Iterable[str], sep: str, columns: int, name: str) -> None:
+    """After a reader failed on a CSV file: the first data row (1-based, empty lines not counted) whose number of
+    fields is not the header's, or the first line that is not well-formed, by the csv module's strict parse of
+    ``text`` (the whole file's lines), the same whichever reader failed (pyarrow's own messages guessed an unclosed
+    quote where a row of one quoted value had one field too few)."""
+    rows = csv.reader(text, delimiter=sep, quotechar='"', doublequote=True, strict=True)
+    try:
+        next(rows, None)
+        row = 0
+        for fields in rows:
+            if not fields:  # an empty line, skipped as every reader skips it
+                continue
+            row += 1
+            if len(fields) != columns:
+                raise InputError(ragged_row_message(name, columns, row, len(fields)))
+    except csv.Error as exc:  # e.g. text after a closing quote ('5,"a"b'), which DuckDB calls a sniffing error
+        raise InputError(malformed_csv_message(name, rows.line_num, str(exc))) from None
 
 
 def ragged_row_message(name: str, expected: int, row: int, got: int) -> str:

@@ -221,6 +221,8 @@ def test_ragged_csv_is_an_input_error(tmp_path) -> None:
     ("age,sex\n30,F,\n40,M\n", "but row 1 has 3"),
     ("age,sex\n30,F\n40,M,", "but row 2 has 3"),
     ("age,sex\r\n30,F\r\n40,M,\r\n", "but row 2 has 3"),
+    # a row of one quoted value: pyarrow's message guessed 'an unclosed quote starting in row 2'
+    ("age,sex\n30,F\n\"\"\n", "but row 2 has 1"),
     # a cell longer than read_table's limit, in the schema or beside it: DuckDB alone counted the row
     pytest.param("age,sex\n30,F\n40," + "M" * 10_001 + "\n", "a cell of column 'sex' (row 2) is longer than 10,000"
                  " characters", id="a long cell"),

@@ -7,7 +7,6 @@ DuckDB streams the file in parallel and spills to ``temp_directory`` if the grou
 
 from __future__ import annotations
 
-import csv
 import threading
 from pathlib import Path
 from typing import Any
@@ -228,24 +227,14 @@ def explain_csv_failure(source: Any) -> None:
     if not (isinstance(source, str | Path) and Path(source).is_file()
             and Path(source).suffix.lower() not in PARQUET_SUFFIXES):
         return
-    from dpsynth.io import malformed_csv_message, ragged_row_message
+    from dpsynth.io import explain_fields
 
     path = Path(source)
     check_csv_bytes(path, decode=True)
     sep, header, encoding = csv_layout(path)
     try:
-        with open(path, encoding=encoding, newline="") as fh:
-            rows = csv.reader(fh, delimiter=sep, quotechar='"', doublequote=True, strict=True)
-            next(rows, None)
-            row = 0
-            for fields in rows:
-                if not fields:  # an empty line, skipped as read_table skips it
-                    continue
-                row += 1
-                if len(fields) != len(header):
-                    raise InputError(ragged_row_message(path.name, len(header), row, len(fields)))
-    except csv.Error as exc:  # e.g. text after a closing quote ('5,"a"b'), which DuckDB calls a sniffing error
-        raise InputError(malformed_csv_message(path.name, rows.line_num, str(exc))) from None
+        with open(path, encoding="utf-16" if encoding == "utf-16" else "utf-8-sig", newline="") as fh:
+            explain_fields(fh, sep, len(header), path.name)
     except (UnicodeError, OSError):
         return  # DuckDB's own message stands
 
