@@ -113,7 +113,15 @@ class SparkEngine(Engine):
         self.spark.conf.set("spark.sql.session.timeZone", "UTC")
         try:
             query, n_flags = S.count_sql(schema, types, view, "spark")
-            res = self.spark.sql(query).toPandas()
+            try:
+                res = self.spark.sql(query).toPandas()
+            except Exception as exc:  # Py4J and Spark's own errors: a malformed CSV record under FAILFAST
+                from dpsynth.engines.duckdb_engine import explain_csv_failure
+
+                explain_csv_failure(source)  # read_table's message where it has one (a ragged row)
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                label = Path(source).name if isinstance(source, str | Path) else "the table"
+                raise InputError(f"{label} could not be read on Spark: {first}") from None
             cells = res["cell"].to_numpy(dtype=np.int64)
             counts = res["n"].to_numpy(dtype=np.int64)
             if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
