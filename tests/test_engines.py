@@ -760,6 +760,11 @@ def test_timestamps_with_a_time_zone_read_as_one_text_on_every_engine_and_machin
     eng = get_engine(engine, **({"master": "local[1]"} if engine == "spark" else {}))
     try:
         np.testing.assert_array_equal(eng.count(path, schema).to_dense(), want)
+        # an instant not in the list is named as it is compared (Spark's message alone lacked '+00')
+        first = schema.columns[0]
+        fewer = Schema((CategoricalColumn(name="t", categories=first.categories[:1]), *schema.columns[1:]))
+        msg = _error(lambda: eng.count(path, fewer))
+        assert "+00'" in msg and msg == _error(lambda: get_engine("pandas").count(path, fewer))
         if engine == "spark":
             assert eng.spark.conf.get("spark.sql.session.timeZone") != "UTC"  # the caller's setting is restored
     finally:

@@ -189,7 +189,8 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
         x = quote_ident(col.name, dialect)
         kind = type_class(types[col.name], dialect)
         if row_numbers:  # raw text only for error messages (formatting doubles as text is not free)
-            l1.append(f"{cx.text(x)} AS raw_{j}")
+            raw = cx.category_text(x, kind) if isinstance(col, CategoricalColumn) else cx.text(x)
+            l1.append(f"{raw} AS raw_{j}")  # a category as it is compared (Spark's instants: '+00')
         if isinstance(col, NumericColumn):
             lo, hi, bins = col.lower, col.upper, col.bins
             if kind == "number":
