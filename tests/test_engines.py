@@ -264,7 +264,8 @@ def test_a_csv_file_reads_alike_on_spark(tmp_path) -> None:
     spark = get_engine("spark")
     for i, data in enumerate([b"age, sex \n30,F\n", b"age,sex,sex\n30,F,F\n", b"age,sex\n", b"age;sex\n30,5;F\n1.030,5;M\n",
                               b"age\tsex\n30,5\tF\n", b"age,sex\n30,F\x00\n", "age,sex\n30,F\n".encode("utf-16"),
-                              b'age,sex\n,F\n40,""\n', b"age,sex\n30,F\n40\n", b"age,sex\n30, \"F\"\n"]):
+                              b'age,sex\n,F\n40,""\n', b"age,sex\n30,F\n40\n", b"age,sex\n30, \"F\"\n",
+                              b"age,sex,note\n30,F,a\n40,M," + b"y" * 10_001 + b"\n"]):
         path = tmp_path / f"s{i}.csv"
         path.write_bytes(data)
 

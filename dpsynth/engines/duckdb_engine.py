@@ -192,7 +192,7 @@ class DuckDBEngine(Engine):
             if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
                 raise InputError(f"{label} has a header but no data rows.")
             if measured and int(np.max(res["longest"], initial=0)) > MAX_CELL_CHARS:  # bytes bound the characters
-                _refuse_long_cells(con, src, label, measured)
+                S.refuse_long_cells(lambda q: con.execute(q).fetchone(), src, "duckdb", label, measured, MAX_CELL_CHARS)
             flags = [np.asarray(res[f"f{k}"], dtype=np.int64) for k in range(n_flags)]
             errors = column_errors(schema, flags, counts)
             if errors:
@@ -210,15 +210,6 @@ class DuckDBEngine(Engine):
                                               max_dense_cells=max_dense_cells)
         finally:
             con.close()
-
-
-def _refuse_long_cells(con: Any, src: str, label: str, columns: list[str]) -> None:
-    """:func:`dpsynth.io.read_table`'s refusal of a cell longer than :data:`~dpsynth.io.MAX_CELL_CHARS` characters:
-    the first such column in the file's order, at the row of its longest cell (DuckDB alone counted them)."""
-    for c in columns:
-        n, row = con.execute(S.longest_cell_sql(src, c)).fetchone()
-        if n is not None and n > MAX_CELL_CHARS:
-            raise InputError(f"{label}: a cell of column {c!r} (row {row}) is longer than {MAX_CELL_CHARS:,} characters.")
 
 
 def explain_csv_failure(source: Any) -> None:

@@ -21,7 +21,7 @@ from dpsynth.engines import sql as S
 from dpsynth.engines.sql import column_errors, report_from_statuses
 from dpsynth.errors import InputError
 from dpsynth.histogram import MAX_DENSE_CELLS
-from dpsynth.io import PARQUET_SUFFIXES
+from dpsynth.io import MAX_CELL_CHARS, PARQUET_SUFFIXES
 from dpsynth.schema import Schema
 
 
@@ -112,7 +112,9 @@ class SparkEngine(Engine):
         zone = self.spark.conf.get("spark.sql.session.timeZone")
         self.spark.conf.set("spark.sql.session.timeZone", "UTC")
         try:
-            query, n_flags = S.count_sql(schema, types, view, "spark")
+            # every text column of a file, as read_table measures them all (a schema may leave some out)
+            measured = [c for c, t in types.items() if t == "string"] if isinstance(source, str | Path) else []
+            query, n_flags = S.count_sql(schema, types, view, "spark", measured=measured)
             try:
                 res = self.spark.sql(query).toPandas()
             except Exception as exc:  # Py4J and Spark's own errors: a malformed CSV record under FAILFAST
@@ -126,6 +128,9 @@ class SparkEngine(Engine):
             counts = res["n"].to_numpy(dtype=np.int64)
             if isinstance(source, str | Path) and not counts.any():  # as dpsynth.io.read_table refuses it
                 raise InputError(f"{Path(source).name} has a header but no data rows.")
+            if measured and int(res["longest"].fillna(0).max()) > MAX_CELL_CHARS:
+                S.refuse_long_cells(lambda q: next(iter(self.spark.sql(q).collect()), None), view, "spark",
+                                    Path(source).name, measured, MAX_CELL_CHARS)
             flags = [res[f"f{k}"].to_numpy(dtype=np.int64) for k in range(n_flags)]
             errors = column_errors(schema, flags, counts)
             if errors:

@@ -20,14 +20,15 @@ cell, so one pass yields the counts, the curator's report and any errors.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from dpsynth.binning import ColumnReport, EncodingReport
 from dpsynth.engines import strides
+from dpsynth.errors import InputError
 from dpsynth.schema import CategoricalColumn, NumericColumn, Schema
 
 # ---- status codes of the SQL engines: one 3-bit code per column and row ----------------
@@ -181,8 +182,10 @@ def enum_ddl(schema: Schema) -> list[str]:
     return out
 
 
-def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, *, row_numbers: bool = False) -> str:
-    """A query with, per column j, ``st_j`` (status), ``code_j`` (cell code) and ``raw_j`` (text)."""
+def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, *, row_numbers: bool = False,
+               measured: Sequence[str] = ()) -> str:
+    """A query with, per column j, ``st_j`` (status), ``code_j`` (cell code) and ``raw_j`` (text); with ``measured``,
+    also ``__len``, the longest of those text columns' cells in the row (:func:`cell_size_sql`)."""
     cx = _Ctx(dialect)
     l1, l2, l3, l4, l5, l6 = ([] for _ in range(6))
     for j, col in enumerate(schema.columns):
@@ -261,6 +264,8 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
                 f"CASE WHEN st_{j} = {MISSING} OR st_{j} = {UNKNOWN_MISSING} THEN {ncat}"
                 f" WHEN st_{j} = {OK} THEN CAST(k_{j} AS BIGINT) ELSE 0 END AS code_{j}"
             )
+    if measured:
+        l1.append(cell_size_sql(measured, dialect))
     rn = "row_number() OVER () AS __r, " if row_numbers and dialect == "duckdb" else ""
     if row_numbers and dialect == "spark":
         rn = "row_number() OVER (ORDER BY monotonically_increasing_id()) AS __r, "
@@ -273,8 +278,9 @@ def staged_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dial
 
 def count_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, *,
               odd_numbers: bool = True, measured: Sequence[str] = ()) -> tuple[str, int]:
-    """GROUP BY query returning (cell, f0, f1, …, n); also the number of flag columns (``measured``: DuckDB
-    only, :func:`fast_count_sql`)."""
+    """GROUP BY query returning (cell, f0, f1, …, n); also the number of flag columns. With ``measured`` (text
+    columns of the source, any of them outside the schema), also ``longest``: the longest of their cells in each
+    group (:func:`cell_size_sql`)."""
     if dialect == "duckdb":
         return fast_count_sql(schema, types, source, odd_numbers=odd_numbers, measured=measured)
     st = strides(schema)
@@ -288,11 +294,12 @@ def count_sql(schema: Schema, types: dict[str, str], source: str, dialect: Diale
             for j in range(k * COLUMNS_PER_FLAG, min(n_cols, (k + 1) * COLUMNS_PER_FLAG))
         ]
         flags.append(" + ".join(parts) + f" AS f{k}")
-    inner = staged_sql(schema, types, source, dialect)
+    inner = staged_sql(schema, types, source, dialect, measured=measured)
     keys = ["cell"] + [f"f{k}" for k in range(n_flags)]
+    size, longest = (", __len", ", max(__len) AS longest") if measured else ("", "")
     q = (
-        f"SELECT {', '.join(keys)}, count(*) AS n FROM (SELECT {cell} AS cell, {', '.join(flags)} FROM ({inner}) AS b) AS c"
-        f" GROUP BY {', '.join(keys)}"
+        f"SELECT {', '.join(keys)}, count(*) AS n{longest} FROM (SELECT {cell} AS cell, {', '.join(flags)}{size}"
+        f" FROM ({inner}) AS b) AS c GROUP BY {', '.join(keys)}"
     )
     return q, n_flags
 
@@ -410,8 +417,7 @@ def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_num
         flags.append(f"CASE WHEN {all_ok} THEN CAST(0 AS BIGINT) ELSE {packed} END AS f{k}")
     rn = "row_number() OVER () AS __r, " if row_numbers else ""
     if measured:
-        sizes = ", ".join(f"coalesce(strlen({quote_ident(c, 'duckdb')}), 0)" for c in measured)
-        l1.append(f"greatest({sizes}, 0) AS __len")
+        l1.append(cell_size_sql(measured, "duckdb"))
     q = f"SELECT {rn}{', '.join(l1)} FROM {source}"
     if l2:
         q = f"SELECT *, {', '.join(l2)} FROM ({q}) AS s"
@@ -419,11 +425,29 @@ def fast_rows_sql(schema: Schema, types: dict[str, str], source: str, *, row_num
     return f"SELECT {'__r, ' if row_numbers else ''}{cell} AS cell, {', '.join(flags)}{size} FROM ({q}) AS b", n_flags
 
 
-def longest_cell_sql(source: str, column: str) -> str:
-    """DuckDB: the characters of ``column``'s longest cell and its row (1-based, the first of equals)."""
-    c = quote_ident(column, "duckdb")
-    return (f"SELECT n, r FROM (SELECT length({c}) AS n, row_number() OVER () AS r FROM {source})"
+def cell_size_sql(columns: Sequence[str], dialect: Dialect) -> str:
+    """``__len``: the longest cell of ``columns`` in a row, in bytes on DuckDB (strlen: cheap, and never fewer than
+    the characters) and in characters on Spark (0 for a row of missing cells)."""
+    size = "strlen" if dialect == "duckdb" else "length"
+    return f"greatest({', '.join(f'coalesce({size}({quote_ident(c, dialect)}), 0)' for c in columns)}, 0) AS __len"
+
+
+def longest_cell_sql(source: str, column: str, dialect: Dialect = "duckdb") -> str:
+    """The characters of ``column``'s longest cell and its row (1-based, the first of equals)."""
+    c = quote_ident(column, dialect)
+    order = "" if dialect == "duckdb" else "ORDER BY monotonically_increasing_id()"
+    return (f"SELECT n, r FROM (SELECT length({c}) AS n, row_number() OVER ({order}) AS r FROM {source}) AS s"
             " ORDER BY n DESC NULLS LAST, r LIMIT 1")
+
+
+def refuse_long_cells(run: Callable[[str], tuple[Any, ...] | None], source: str, dialect: Dialect, label: str,
+                      columns: Sequence[str], limit: int) -> None:
+    """:func:`dpsynth.io.read_table`'s refusal of a cell longer than ``limit`` characters: the first such column in
+    the file's order, at the row of its longest cell (``run`` executes a query and returns its first row)."""
+    for c in columns:
+        found = run(longest_cell_sql(source, c, dialect))
+        if found is not None and found[0] is not None and found[0] > limit:
+            raise InputError(f"{label}: a cell of column {c!r} (row {found[1]}) is longer than {limit:,} characters.")
 
 
 def error_rows_sql(schema: Schema, types: dict[str, str], source: str, dialect: Dialect, j: int, status: int,
