@@ -11,11 +11,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpsynth import humanize
 from dpsynth.accounting import default_ledger_path
-from dpsynth.errors import DPSynthError, InputError
+from dpsynth.errors import DPSynthError, InputError, TooLargeForMemoryError
 
 if TYPE_CHECKING:
     from dpsynth.accounting import Ledger, PrivacyBudget
@@ -237,9 +237,21 @@ def _release(a: argparse.Namespace) -> int:
     from dpsynth.archive import Archive
 
     ledger, budget = _ledger_and_budget(a)
-    rel = run(a.input, request, engine=engine, seed=a.seed, ledger=ledger, budget=budget,
-              dataset_label=a.label or Path(a.input).stem, progress=_progress_bar(a), outputs=outputs,
-              archive=Archive.for_ledger(ledger))
+
+    def release_on(engine: str) -> Any:
+        return run(a.input, request, engine=engine, seed=a.seed, ledger=ledger, budget=budget,
+                   dataset_label=a.label or Path(a.input).stem, progress=_progress_bar(a), outputs=outputs,
+                   archive=Archive.for_ledger(ledger))
+
+    try:
+        rel = release_on(engine)
+    except TooLargeForMemoryError as exc:  # refused while reading, before any charge
+        if a.engine != "auto" or engine != "pandas" or a.id_column is not None:
+            raise
+        print(f"note: {exc} Counting it on the DuckDB engine instead (the release is the same on every engine).",
+              file=sys.stderr)
+        engine = "duckdb"
+        rel = release_on(engine)
     for msg in rel.report.messages():
         print(f"note (for you only, not released): {msg}", file=sys.stderr)
     for w in rel.card["warnings"]:

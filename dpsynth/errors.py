@@ -16,6 +16,12 @@ class InputError(DPSynthError, ValueError):
     """The curator's input (a file, a schema, a parameter) cannot be used as given."""
 
 
+class TooLargeForMemoryError(InputError):
+    """A file past the in-memory reader's limits (rows, decoded size) that an out-of-core engine can count: the
+    command line's automatic engine then counts it on DuckDB, as it does files over 50 MB, so a table's size never
+    decides between a release and a refusal."""
+
+
 class BudgetExceededError(DPSynthError):
     """A spend would take a dataset past its total privacy budget; nothing was spent."""
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpsynth.errors import InputError
+from dpsynth.errors import InputError, TooLargeForMemoryError
 
 MAX_BYTES = 200 * 1024 * 1024
 MAX_ROWS = 2_000_000
@@ -320,8 +320,8 @@ def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, lis
         for batch in reader:
             rows += batch.num_rows
             if rows > limits.max_rows:
-                raise InputError(f"{name} has more than {limits.max_rows:,} rows; use the command line with the"
-                                 " DuckDB engine.")
+                raise TooLargeForMemoryError(f"{name} has more than {limits.max_rows:,} rows; use the command line"
+                                             " with the DuckDB engine.")
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except pa.ArrowInvalid as exc:
@@ -767,14 +767,14 @@ def _read_parquet(data: bytes, name: str, limits: Limits) -> pd.DataFrame:
         raise InputError(f"{name} has {meta.num_columns:,} columns, more than the {limits.max_columns:,} limit.")
     check_column_names(meta.schema.to_arrow_schema().names, name, limits)
     if meta.num_rows > limits.max_rows:
-        raise InputError(f"{name} has {meta.num_rows:,} rows, more than the {limits.max_rows:,} limit.")
+        raise TooLargeForMemoryError(f"{name} has {meta.num_rows:,} rows, more than the {limits.max_rows:,} limit.")
     expanded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if expanded > limits.max_bytes:
-        raise InputError(f"{name} expands to {expanded / 2**20:,.0f} MB when decoded, more than the"
+        raise TooLargeForMemoryError(f"{name} expands to {expanded / 2**20:,.0f} MB when decoded, more than the"
                          f" {limits.max_bytes / 2**20:,.0f} MB limit.")
     decoded = _parquet_decoded_bytes(data, name, limits)
     if decoded > limits.max_decoded_bytes:
-        raise InputError(f"{name} expands to more than {limits.max_decoded_bytes / 2**20:,.0f} MB of cells when decoded"
+        raise TooLargeForMemoryError(f"{name} expands to more than {limits.max_decoded_bytes / 2**20:,.0f} MB of cells when decoded"
                          f" (at least {decoded / 2**20:,.0f} MB; a few kilobytes of dictionary- or run-length-encoded values can"
                          " stand for gigabytes); refusing a possible decompression bomb.")
     try:

@@ -131,6 +131,38 @@ def test_same_file_has_one_budget_across_engines(files):
     assert [d["dataset_id"] for d in ledger.datasets()] == [table_identity(data)]
 
 
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_auto_engine_counts_on_duckdb_what_memory_cannot_hold(files, monkeypatch, capsys, kind: str):
+    """A file under 50 MB with more rows than memory takes was refused by the automatic engine ('use the command
+    line with the DuckDB engine') while a larger file of the same rows was released: now it is counted on DuckDB,
+    the same release as --engine duckdb, and nothing is charged before."""
+    import zipfile
+
+    import dpsynth.io as dio
+
+    tmp, data, schema = files
+    if kind == "parquet":
+        src = tmp / "d.parquet"
+        pd.read_csv(data).to_parquet(src, index=False)
+        data = src
+    rows = len(pd.read_csv(data)) if kind == "csv" else len(pd.read_parquet(data))
+    real = dio.Limits
+    monkeypatch.setattr(dio, "Limits", lambda: real(max_rows=rows - 1))
+    base = ["release", str(data), "--schema", str(schema), "--epsilon", "1", "--seed", "4", "--method", "marginals"]
+    for name in ("a", "b", "c"):
+        assert main(["ledger", "init", "--ledger", str(tmp / f"{name}.sqlite")]) == 0
+    assert main([*base, "--out", str(tmp / "a.csv"), "--zip-out", str(tmp / "a.zip"), "--ledger", str(tmp / "a.sqlite")]) == 0
+    assert "Counting it on the DuckDB engine instead" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp / "b.csv"), "--zip-out", str(tmp / "b.zip"), "--ledger", str(tmp / "b.sqlite"),
+                 "--engine", "duckdb"]) == 0
+    a, b = zipfile.ZipFile(tmp / "a.zip"), zipfile.ZipFile(tmp / "b.zip")
+    assert {n: a.read(n) for n in a.namelist()} == {n: b.read(n) for n in b.namelist()}
+    assert main([*base, "--out", str(tmp / "c.csv"), "--ledger", str(tmp / "c.sqlite"), "--engine", "pandas"]) == 2
+    from dpsynth.accounting import Ledger
+
+    assert Ledger(tmp / "c.sqlite", create=False).spends() == []
+
+
 def test_marginals_release_and_resample_from_model(files):
     tmp, data, schema = files
     assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--method", "marginals",
