@@ -84,10 +84,13 @@ def ask(rel: LoadedRelease) -> tuple[str, list[str], float]:
 def show(result: Any) -> None:
     if isinstance(result, IntervalResult):
         c1, c2 = st.columns(2)
-        c1.metric(f"Honest estimate ({humanize.level(result.level)} interval)", f"{result.estimate:.6g}",
+        c1.metric(f"Honest estimate ({humanize.level(result.level)} interval)", _num(result.estimate),
                   help="Accounts for the DP noise (its exact law), sampling and binning.")
         c1.caption(f"{_num(result.low)} to {_num(result.high)}")
-        c2.metric("Naive, from synthetic rows as if real", f"{result.naive_estimate:.6g}",
+        if not np.isfinite(result.estimate):
+            c1.caption("No point estimate: this column's noisy counts add up to zero or less, so the noise hides "
+                       "it; the interval above still holds.")
+        c2.metric("Naive, from synthetic rows as if real", _num(result.naive_estimate),
                   help="A textbook interval on the synthetic rows: blind to the noise.")
         c2.caption(f"{_num(result.naive_low)} to {_num(result.naive_high)}")
         st.plotly_chart(plots.inference_figure(result), key="analyse_figure")

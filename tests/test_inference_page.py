@@ -110,3 +110,19 @@ def test_session_release_is_offered(ledger_path: Path) -> None:
     at.button(key="analyse_run").click().run()
     no_exception(at)
     assert any("Honest p-value" in m.label for m in at.metric)
+
+
+def test_mean_hidden_by_noise_is_words_not_nan(ledger_path: Path) -> None:
+    # 20 rows at ε = 0.05: this seed's noisy counts of age add up to zero or less, so there is no point estimate
+    df = pd.DataFrame({"age": [30] * 20, "colour": ["red"] * 20})
+    schema = Schema((NumericColumn(name="age", lower=0, upper=100, bins=5, integer=True),
+                     CategoricalColumn(name="colour", categories=("red", "blue"))))
+    z = release_zip(release(df, schema, epsilon=0.05, seed=2, method="histogram", rows=50))
+    at = analyse_page(ledger_path)
+    at.file_uploader(key="analyse_upload").set_value(("r.zip", z, "application/zip")).run()
+    at.selectbox(key="analyse_statistic").set_value("mean").run()
+    at.button(key="analyse_run").click().run()
+    no_exception(at)
+    honest = next(m for m in at.metric if "Honest estimate" in m.label)
+    assert "nan" not in str(honest.value).lower()
+    assert any("No point estimate" in c.value for c in at.caption)
