@@ -332,7 +332,9 @@ def _set_total(a: argparse.Namespace, ledger: Ledger) -> int:
         raise InputError("Say why the total changes: --reason \"...\" (required; kept in the ledger).")
     if a.epsilon is None and a.delta is None:
         raise InputError("Give the new total: --epsilon and/or --delta.")
-    matches = [d for d in ledger.datasets() if d["dataset_id"].startswith(a.dataset) or d["label"] == a.dataset]
+    # the listing shows ids as `table:584b53`: its hex alone names the dataset too
+    matches = [d for d in ledger.datasets() if d["dataset_id"].startswith(a.dataset) or d["label"] == a.dataset
+               or d["dataset_id"].partition(":")[2].startswith(a.dataset)]
     if len(matches) != 1:
         raise InputError(f"{len(matches)} datasets match {a.dataset!r}; give more of the fingerprint"
                          " (`python -m dpsynth ledger` lists them).")

@@ -105,6 +105,11 @@ def test_set_total_needs_a_reason_is_an_event_and_never_goes_below_the_spend(fil
     events = json.loads(capsys.readouterr().out)["budget_events"]
     assert [(e["old_epsilon"], e["new_epsilon"], e["reason"]) for e in events] == [
         (None, 2.0, "first total, set when the dataset was registered"), (2.0, 5.0, "board approved 2026-11")]
+    # the hex the listing shows after `table:` names the dataset as well (the README's `--dataset 3f2a`)
+    assert ":" in ds
+    hexpart = ds.partition(":")[2][:6]
+    assert main(["ledger", "set-total", "--ledger", str(led), "--dataset", hexpart, "--epsilon", "6",
+                 "--reason", "approved by the data owner"]) == 0
 
 
 def test_a_refusal_names_delta_when_delta_is_exhausted(files, capsys) -> None:
