@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
 
         fit_module.fit_factor = record
         try:
-            release(df, schema, epsilon=eps, delta=1e-9, method="marginals", rng=np.random.default_rng(args.seed))
+            release(df, schema, epsilon=eps, delta=1e-9, method="marginals", accept_data_derived=True, rng=np.random.default_rng(args.seed))
         finally:
             fit_module.fit_factor = real_fit
         if not calls:

@@ -52,7 +52,7 @@ def _columns(job: tuple[str, int, float, str]) -> list[dict]:
     numeric = [c for c in schema.columns if isinstance(c, NumericColumn)]
     if not numeric:
         return []
-    rel = release(df, schema, epsilon=eps, delta=1e-9, method="marginals", neighbours="add-remove",
+    rel = release(df, schema, epsilon=eps, delta=1e-9, method="marginals", accept_data_derived=True, neighbours="add-remove",
                   rng=np.random.default_rng(SEED0 + seed))
     grids = (rel.card.get("value_model") or {}).get("stage", {}).get("columns", {})
     boot = np.random.default_rng(12345 + seed).integers(0, len(df), len(df))

@@ -216,7 +216,8 @@ def run_alone(name: str, df: pd.DataFrame, schema: Schema, args: argparse.Namesp
     cols = value_columns(schema)
     real = {c.name: pd.to_numeric(df[c.name], errors="coerce").to_numpy(np.float64) for c in cols}
     for eps in args.eps:
-        vm = release(df, schema, epsilon=eps, delta=args.delta, method="marginals", rng=np.random.default_rng(1)).values
+        vm = release(df, schema, epsilon=eps, delta=args.delta, method="marginals", accept_data_derived=True,
+                     rng=np.random.default_rng(1)).values
         budget = {"rho": vm.rho} if vm.rho else {"epsilon": vm.epsilon}
         for b in args.branching:
             per: dict[str, list[float]] = {c.name: [] for c in cols}
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
             per: dict[str, list[float]] = {c.name: [] for c in numeric}
             binned: list[float] = []
             for s in range(args.seeds):
-                rel = release(df, schema, epsilon=eps, delta=args.delta, method="marginals",
+                rel = release(df, schema, epsilon=eps, delta=args.delta, method="marginals", accept_data_derived=True,
                               rng=np.random.default_rng(1000 + s))
                 g = np.random.default_rng(7 + s)
                 parts = []

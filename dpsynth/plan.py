@@ -82,7 +82,7 @@ class ReleaseRequest:
     max_contributions: int = 1
     threshold: int = 1
     sparse_method: str = "auto"
-    accept_data_derived: bool = True
+    accept_data_derived: bool = False
     #: share of the budget for the value model of numeric columns — of ρ when the release is accounted
     #: in zCDP (δ > 0, Gaussian), of ε otherwise (None: the default share when there are any)
     value_share: float | None = None

@@ -39,7 +39,8 @@ def refuse_data_derived(schema: Schema, *, accept: bool = False) -> None:
     if summary:
         raise InputError(
             f"The schema holds values read off the data, which are not private: {summary}. Replace them with"
-            " public values, estimate them privately, or accept publishing them (--accept-data-derived-schema)."
+            " public values, estimate them privately, or accept publishing them (--accept-data-derived-schema on the command line,"
+            " accept_data_derived=True in Python)."
         )
 
 

@@ -245,7 +245,7 @@ def release(
     threshold: int = 1,
     archive: Any = None,
     value_share: float | None = None,
-    accept_data_derived: bool = True,
+    accept_data_derived: bool = False,
 ) -> Release:
     """Release a noisy histogram (or noisy marginals) of a DataFrame and synthetic rows sampled from it.
 
@@ -299,7 +299,7 @@ def release_from_source(
     method: Method = "auto",
     archive: Any = None,
     value_share: float | None = None,
-    accept_data_derived: bool = True,
+    accept_data_derived: bool = False,
 ) -> Release:
     """The same release counted on an engine (:mod:`dpsynth.engines`: pandas, duckdb, spark) straight from
     ``source`` (a CSV/Parquet path, or a table native to the engine); only the counts come back.

@@ -186,8 +186,25 @@ def test_marginals_csv_is_the_concatenation_of_the_measured_tables(adult, adult_
 
 def test_data_derived_schema_is_flagged(small_df):
     schema = Schema((CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True, provenance="data"),))
-    rel = dpsynth.release(small_df, schema, epsilon=1.0, seed=0)
+    rel = dpsynth.release(small_df, schema, epsilon=1.0, seed=0, accept_data_derived=True)
     assert any("NOT PRIVATE" in w for w in rel.card["warnings"])
+
+
+def test_python_api_refuses_a_drafted_schema_before_the_charge(small_df, tmp_path):
+    """The library refuses values read off the data unless the caller accepts them, as the CLI and dashboard do;
+    the refusal comes before anything is charged."""
+    schema = Schema((CategoricalColumn(name="colour", categories=("red", "green", "blue"), missing=True, provenance="data"),))
+    ledger = Ledger(tmp_path / "l.sqlite")
+    with pytest.raises(InputError, match="read off the data.*colour"):
+        dpsynth.release(small_df, schema, epsilon=1.0, seed=0, ledger=ledger, dataset_id="d",
+                        budget=PrivacyBudget(1.0))
+    assert ledger.spent("d").epsilon == 0
+    from dpsynth.release import release_from_source
+
+    src = tmp_path / "s.csv"
+    small_df.to_csv(src, index=False)
+    with pytest.raises(InputError, match="read off the data"):
+        release_from_source(str(src), schema, epsilon=1.0, seed=0, engine="pandas")
 
 
 def test_adult_three_columns_one_way_tvd_below_002(adult, adult_schema):
