@@ -123,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     rg.add_argument("--seed", type=int, default=None, help="reproducible noise: tests and demos only")
     rg.add_argument("--json", action="store_true", help="print coefficients and intervals as JSON")
     rg.add_argument("--card-out", default=None, help="regression card JSON")
+    rg.add_argument("--accept-data-derived-schema", action="store_true",
+                    help="publish bounds read off the data (NOT private; the card says so)")
 
     an = sub.add_parser("analyze", help="honest statistics from a release zip: intervals and tests that account for"
                                          " the noise (no new ε)")
@@ -167,6 +169,7 @@ def _regress(a: argparse.Namespace) -> int:
         df, schema, y=a.y, x=[c for c in a.x.split(",") if c.strip()], epsilon=a.epsilon, delta=a.delta,
         neighbours=a.neighbours, nan_policy=a.nan_policy, level=a.level, seed=a.seed, ledger=ledger, budget=budget,
         dataset_id=dataset_identity(a.input), dataset_label=Path(a.input).stem,
+        accept_data_derived=a.accept_data_derived_schema,
     )
     if a.card_out:
         Path(a.card_out).write_text(card_json(res.card), encoding="utf-8")
@@ -222,8 +225,9 @@ def _release(a: argparse.Namespace) -> int:
     from dpsynth.release import card_summary_line
     from dpsynth.schema import load_schema
 
-    # the engine is a counter only: the released bytes are the same whichever one runs
-    engine = a.engine if a.engine != "auto" else default_engine(a.input)
+    # the engine is a counter only: the released bytes are the same whichever one runs (several rows per person
+    # are bounded in memory only, so an ID column keeps the automatic choice there whatever the file's size)
+    engine = a.engine if a.engine != "auto" else "pandas" if a.id_column is not None else default_engine(a.input)
     schema = load_schema(a.schema)
     request = ReleaseRequest(
         schema=schema, epsilon=a.epsilon, delta=a.delta, neighbours=a.neighbours, mechanism=a.mechanism,
@@ -246,7 +250,17 @@ def _release(a: argparse.Namespace) -> int:
     try:
         rel = release_on(engine)
     except TooLargeForMemoryError as exc:  # refused while reading, before any charge
-        if a.engine != "auto" or engine != "pandas" or a.id_column is not None:
+        if a.id_column is not None:  # the engines that scale count one row per record: not a way out here
+            from dpsynth.io import DUCKDB_HINT, Limits
+
+            lim = Limits()
+            raise InputError(f"{str(exc).replace(DUCKDB_HINT, '.')} Several rows per person (--id-column) are"
+                             " bounded in memory only for now, so the table must fit the in-memory limits"
+                             f" ({lim.max_bytes >> 20} MB, {lim.max_rows:,} rows, {lim.max_decoded_bytes >> 20} MB of decoded"
+                             " Parquet cells);"
+                             " the DuckDB and Spark engines count one row per record. Release a random sample of"
+                             " people (all the rows of each one drawn) that fits.") from None
+        if a.engine != "auto" or engine != "pandas":
             raise
         print(f"note: {exc} Counting it on the DuckDB engine instead (the release is the same on every engine).",
               file=sys.stderr)

@@ -134,17 +134,23 @@ def dp_linear_regression(
     budget: PrivacyBudget | None = None,
     purpose: str = "linear regression (noisy sufficient statistics)",
     created: str | None = None,
+    accept_data_derived: bool = False,
 ) -> Regression:
     """Fit y ≈ β₀ + Σ βⱼ xⱼ with (ε, δ)-DP for the chosen relation and unit (one row, or a person of ≤ k rows).
 
     Guarantee: the released noisy moments are ε-DP (discrete Laplace, δ = 0 or ``mechanism='laplace'``)
     or (ε, δ)-DP (discrete Gaussian through ρ-zCDP); the coefficients, intervals and card are
     post-processing of them and public inputs. Everything refusable is refused before the ledger is
-    charged; with a ``ledger`` the spend is recorded before the data's moments are computed.
+    charged; with a ``ledger`` the spend is recorded before the data's moments are computed. Bounds of the
+    target or a feature read off the data are refused unless ``accept_data_derived`` (then the card says they
+    are not private).
     """
+    from dpsynth.provenance import refuse_data_derived
+
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     plan = plan_regression(schema, y=y, x=x, epsilon=eps, delta=dlt, neighbours=neighbours, mechanism=mechanism,
                            max_contributions=max_contributions, nan_policy=nan_policy)
+    refuse_data_derived(Schema(tuple(plan.columns)), accept=accept_data_derived)
     level = check_level(level)  # the intervals' rule (a basic bootstrap interval at 1% left out its own estimate)
     if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or not 100 <= bootstrap <= 100_000:
         raise InputError(f"The number of bootstrap draws must be a whole number from 100 to 100,000, got {bootstrap!r}.")
@@ -379,7 +385,8 @@ def _card(
     derived = [col.name for col in cols if col.provenance == "data"]
     if derived:
         warnings.append("NOT PRIVATE: the bounds of " + ", ".join(map(repr, derived)) +
-                        " were taken from the data without a DP mechanism; they can reveal individual values.")
+                        " were taken from the data without a DP mechanism and published with the curator's explicit"
+                        " acceptance; they can reveal individual values.")
     if not secure:
         warnings.append("Reproducible (seeded) noise: for tests and demonstrations only, NOT for publication.")
     if lam > 0:

@@ -331,3 +331,26 @@ def test_cli_regress_labels_its_level_as_given(files, capsys) -> None:
     assert main(["regress", str(d), "--schema", str(s), "--y", "y", "--x", "x1", "--epsilon", "1", "--ledger",
                  str(tmp / "l.sqlite"), "--seed", "1", "--level", "0.999"]) == 0
     assert "99.9% intervals" in capsys.readouterr().out
+
+
+def test_drafted_bounds_are_refused_before_the_charge_unless_accepted(files, capsys) -> None:
+    """Bounds read off the data are not private: refused like a release's (library and command line), charged
+    nothing; accepted explicitly, the card says NOT PRIVATE. A drafted column the regression does not use is no bar."""
+    tmp, d, s = files
+    led = tmp / "l.sqlite"
+    drafted = Schema(tuple(
+        NumericColumn(name=c.name, lower=c.lower, upper=c.upper, bins=c.bins, provenance="data") if c.name == "x1" else c
+        for c in schema_().columns))
+    s.write_text(drafted.to_json())
+    base = ["regress", str(d), "--schema", str(s), "--y", "y", "--x", "x1", "--epsilon", "1", "--ledger", str(led),
+            "--seed", "1"]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert "read off the data" in err and "x1" in err and "Traceback" not in err
+    assert not Ledger(led).datasets() or Ledger(led).datasets()[0]["spent_epsilon"] == 0
+    assert main(base + ["--accept-data-derived-schema", "--json", "--card-out", str(tmp / "c.json")]) == 0
+    card = json.loads((tmp / "c.json").read_text())
+    assert any(w.startswith("NOT PRIVATE") and "'x1'" in w for w in card["warnings"])
+    assert main(base[:7] + ["x2"] + base[8:]) == 0  # x1 is not used: nothing drafted is published
+    with pytest.raises(InputError, match="read off the data"):
+        dp_linear_regression(data(100, 3), drafted, y="y", x=["x1"], epsilon=1.0, seed=1)
