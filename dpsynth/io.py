@@ -40,6 +40,8 @@ MAX_XLSX_RATIO = 100
 #: What the cells of a Parquet or Excel file may take once read (text and one pointer a cell). Reading
 #: holds about three times this at its peak (Arrow's buffers, then Python's strings).
 MAX_DECODED_BYTES = 100 * 1024 * 1024
+#: what a too-large table is told to do (the command line drops it where the DuckDB engine is no way out)
+DUCKDB_HINT = "; use the command line with the DuckDB engine."
 #: The padding a cell may carry around a number, and what makes a cell blank: ASCII whitespace only, which every
 #: engine trims alike (DuckDB and Spark do not trim a no-break space; pandas' strip() would, and the same file was
 #: then released by one engine and refused by another).
@@ -74,13 +76,13 @@ def read_table(source: str | Path | bytes, name: str | None = None, *, limits: L
         except FileNotFoundError:
             raise InputError(f"File {str(path)!r} does not exist.") from None
         if size > limits.max_bytes:
-            raise InputError(f"{name} is {size / 2**20:,.0f} MB, more than the {limits.max_bytes / 2**20:,.0f} MB limit.")
+            raise TooLargeForMemoryError(f"{name} is {size / 2**20:,.0f} MB, more than the {limits.max_bytes / 2**20:,.0f} MB limit.")
         data = path.read_bytes()
     else:
         data = bytes(source)
         name = name or "upload.csv"
     if len(data) > limits.max_bytes:
-        raise InputError(f"{name} is {len(data) / 2**20:,.0f} MB, more than the {limits.max_bytes / 2**20:,.0f} MB limit.")
+        raise TooLargeForMemoryError(f"{name} is {len(data) / 2**20:,.0f} MB, more than the {limits.max_bytes / 2**20:,.0f} MB limit.")
     if not data.strip():
         raise InputError(f"{name} is empty.")
     suffix = Path(name).suffix.lower()
@@ -320,8 +322,7 @@ def _read_csv(data: bytes, name: str, limits: Limits) -> tuple[pd.DataFrame, lis
         for batch in reader:
             rows += batch.num_rows
             if rows > limits.max_rows:
-                raise TooLargeForMemoryError(f"{name} has more than {limits.max_rows:,} rows; use the command line"
-                                             " with the DuckDB engine.")
+                raise TooLargeForMemoryError(f"{name} has more than {limits.max_rows:,} rows{DUCKDB_HINT}")
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except pa.ArrowInvalid as exc:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -161,6 +162,46 @@ def test_auto_engine_counts_on_duckdb_what_memory_cannot_hold(files, monkeypatch
     from dpsynth.accounting import Ledger
 
     assert Ledger(tmp / "c.sqlite", create=False).spends() == []
+
+
+@pytest.mark.parametrize("engine", ["auto", "pandas", "duckdb"])
+def test_id_column_past_memory_names_the_limit_not_a_dead_end(files, monkeypatch, capsys, engine: str):
+    """Several rows per person are bounded in memory only: a table past the in-memory limits once got 'use the
+    command line with the DuckDB engine', which refuses an ID column. Now the refusal says why and what works,
+    and nothing is charged."""
+    import dpsynth.io as dio
+    from dpsynth.accounting import Ledger
+
+    tmp, data, schema = files
+    df = pd.read_csv(data)
+    df.insert(0, "person", np.arange(len(df)) // 2)
+    df.to_csv(data, index=False)
+    real = dio.Limits
+    monkeypatch.setattr(dio, "Limits", lambda: real(max_rows=len(df) - 1))
+    code = main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--seed", "4", "--id-column",
+                 "person", "--max-rows-per-person", "2", "--out", str(tmp / "s.csv"), "--ledger",
+                 str(tmp / "l.sqlite"), "--engine", engine])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "row per record" in err and ("sample of people" in err if engine != "duckdb" else "pandas engine" in err)
+    assert "use the command line with the DuckDB engine" not in err
+    assert Ledger(tmp / "l.sqlite", create=False).spends() == [] and not (tmp / "s.csv").exists()
+
+
+def test_id_column_with_the_automatic_engine_counts_a_big_file_in_memory(files, monkeypatch, capsys):
+    """The automatic engine picks DuckDB for a big file, which counts one row per record: with an ID column it
+    stays in memory (the release is the same on every engine) instead of refusing a file that fits there."""
+    import dpsynth.engines as eng
+
+    tmp, data, schema = files
+    df = pd.read_csv(data)
+    df.insert(0, "person", np.arange(len(df)) // 2)
+    df.to_csv(data, index=False)
+    monkeypatch.setattr(eng, "default_engine", lambda path: "duckdb")
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--seed", "4", "--id-column",
+                 "person", "--max-rows-per-person", "2", "--out", str(tmp / "s.csv"), "--ledger",
+                 str(tmp / "l.sqlite")]) == 0
+    assert "counted on the pandas engine" in capsys.readouterr().out
 
 
 def test_marginals_release_and_resample_from_model(files):
