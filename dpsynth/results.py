@@ -230,6 +230,7 @@ def result_from_files(files: dict[str, bytes], schema: Schema, card: dict[str, A
         raise InputError("The release has neither histogram.csv nor model.json.")
     frame = pd.read_csv(io.BytesIO(files["histogram.csv"]), dtype=str, keep_default_na=False)
     frame.columns = [_unescape(str(c)) for c in frame.columns]
+    _check_is_histogram(frame, schema)
     tables = card.get("released_tables", {})
     sparse = tables if "listed_cells" in tables else None
     if sparse is None and len(frame) != schema.n_cells:
@@ -248,6 +249,18 @@ def result_from_files(files: dict[str, bytes], schema: Schema, card: dict[str, A
     counts = counts_from_frame(_unescape_frame(frame, schema), schema)
     threshold = int(card.get("released_tables", {}).get("threshold", 1))
     return NoisyHistogram(schema, np.rint(counts).astype(np.int64), threshold=threshold)
+
+
+def _check_is_histogram(frame: pd.DataFrame, schema: Schema) -> None:
+    """Name the file a curator gave by mistake (another file of a release) rather than a label it lacks."""
+    names = set(schema.names)
+    if "marginal" in frame.columns and "marginal" not in names and "count" in frame.columns:
+        raise InputError("This CSV is a marginals release's marginals.csv: several noisy tables over a few columns"
+                         " each, not one histogram over all of them. Resample from the release zip, or from its"
+                         " model.json with --schema.")
+    if "count" not in frame.columns and names <= set(frame.columns):
+        raise InputError("This CSV has the schema's columns but no 'count' column: it looks like synthetic rows,"
+                         " not a released histogram. Give the release zip, its histogram.csv or its model.json.")
 
 
 def _unescape(text: str) -> str:

@@ -146,3 +146,19 @@ def test_resample_never_writes_into_the_release_folder_it_reads(released, capsys
     assert main(["resample", str(tmp / "got"), "--rows", "50", "--out", str(tmp / "got" / "synthetic.csv")]) == 2
     assert "inside the release folder" in capsys.readouterr().err
     assert (tmp / "got" / "synthetic.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("given", ["marginals.csv", "synthetic.csv"])
+def test_resample_names_the_wrong_file_of_a_release(released, capsys, given: str) -> None:
+    """Another file of the release given as the histogram (its marginals.csv, or its synthetic rows) is named for
+    what it is, not blamed on a label the schema lacks."""
+    tmp, data, schema, led = released
+    rid = _release(tmp, data, schema, led, "marginals", capsys)
+    assert main(["archive", "get", rid, "--out", str(tmp / "got"), "--ledger", led]) == 0
+    capsys.readouterr()
+    assert main(["resample", str(tmp / "got" / given), "--schema", str(schema), "--rows", "50", "--out",
+                 str(tmp / "w.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert ("marginals.csv" in err and "model.json" in err) if given == "marginals.csv" else "synthetic rows" in err
+    assert "label" not in err and not (tmp / "w.csv").exists()
