@@ -327,8 +327,18 @@ def inference_figure(result: Any) -> go.Figure:
         return fig
     for name, est, lo, hi in [(HONEST, result.estimate, result.low, result.high),
                               (NAIVE, result.naive_estimate, result.naive_low, result.naive_high)]:
-        fig.add_scatter(x=[est], y=[name], mode="markers", name=name, marker_color=colours[name], marker_size=10,
-                        error_x={"type": "data", "symmetric": False, "array": [hi - est], "arrayminus": [est - lo]})
+        if np.isfinite(est):
+            fig.add_scatter(x=[est], y=[name], mode="markers", name=name, marker_color=colours[name], marker_size=10,
+                            error_x={"type": "data", "symmetric": False, "array": [hi - est], "arrayminus": [est - lo]})
+        elif np.isfinite(lo) and np.isfinite(hi):
+            # no point estimate (the noise hides it) but the interval holds: draw the interval alone, an error bar
+            # around nan would leave the row empty
+            fig.add_scatter(x=[lo, hi], y=[name, name], mode="lines+markers", name=name, marker_color=colours[name],
+                            marker_symbol="line-ns-open", marker_size=14, line_width=3)
+            fig.add_annotation(x=(lo + hi) / 2, y=name, text="no point estimate", showarrow=False, yshift=14)
+        else:
+            fig.add_scatter(x=[None], y=[name], mode="markers", name=name)
+            fig.add_annotation(xref="paper", x=0.5, y=name, text="n/a: the noise hides it", showarrow=False)
     what = f"{result.statistic} of {result.column}" + (f" = {result.value}" if result.value is not None else "")
     fig.update_layout(title=f"{what}: {humanize.level(result.level)} intervals", height=260, showlegend=False,
                       margin={"l": 10, "r": 10, "t": 50, "b": 30})

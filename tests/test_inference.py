@@ -479,3 +479,24 @@ def test_interval_levels_are_labelled_as_given(level: float, label: str) -> None
     assert humanize.level(level) == label
     assert f"({label} interval " in summary_lines(result)[0]
     assert f"{label} intervals" in plots.inference_figure(result).layout.title.text
+
+
+@pytest.mark.parametrize(("low", "high"), [(10.0, 60.0), (float("nan"), float("nan"))])
+def test_figure_draws_an_interval_without_a_point_estimate(low: float, high: float) -> None:
+    """A mean hidden by the noise (no point estimate, the interval still holds) left the honest row of the chart
+    empty: an error bar around nan draws nothing. The interval is drawn alone, or the row says n/a."""
+    from dpsynth import plots
+    from dpsynth.inference import IntervalResult
+
+    r = IntervalResult(statistic="mean", column="age", value=None, level=0.95, estimate=float("nan"), low=low,
+                       high=high, naive_estimate=30.0, naive_low=29.0, naive_high=31.0, noise="n", binning="b",
+                       n_sim=0)
+    fig = plots.inference_figure(r)
+    honest = [t for t in fig.data if t.name == plots.HONEST]
+    texts = [a.text for a in fig.layout.annotations]
+    if np.isfinite(low):
+        assert [float(x) for x in honest[0].x] == [low, high]
+        assert "no point estimate" in texts
+    else:
+        assert any("n/a" in t for t in texts)
+    assert plots.HONEST in {y for t in fig.data for y in t.y}
