@@ -159,7 +159,8 @@ def run(
         raise InputError(f"Unknown engine {engine!r}; use pandas, duckdb or spark.")
     if engine != "pandas" and request.id_column is not None:
         raise InputError(f"Several rows per person (an ID column) need the in-memory engine for now; the {engine}"
-                         " engine counts one row per record. Use --engine pandas.")
+                         " engine counts one row per record. Use the pandas engine (--engine pandas on the command line) on a table"
+                         " that fits in memory.")
 
     # ---- count: the one step that reads the data (errors here cost nothing)
     say(0.02, "Checking the data against the schema and counting")
