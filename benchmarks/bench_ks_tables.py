@@ -93,9 +93,9 @@ def compare(cols: pd.DataFrame, before: pd.DataFrame, worst: int) -> None:
     for (t, c), r in pd.concat([moved.head(worst), moved.tail(worst)]).drop_duplicates().iterrows():
         print(f"  {t + '.' + c:>30}  KS {r['ks_before']:.4f} → {r['ks']:.4f}  ({r['change']:+.4f})")
     per_table = both.groupby(level=0).change.mean()
-    se = per_table.std(ddof=1) / np.sqrt(len(per_table)) if len(per_table) > 1 else float("nan")
+    se = f"{per_table.std(ddof=1) / np.sqrt(len(per_table)):.4f}" if len(per_table) > 1 else "n/a (one table)"
     print(f"mean over {len(per_table)} tables: {both.groupby(level=0).ks_before.mean().mean():.4f} →"
-          f" {both.groupby(level=0).ks.mean().mean():.4f} ({per_table.mean():+.4f} ± {se:.4f})")
+          f" {both.groupby(level=0).ks.mean().mean():.4f} ({per_table.mean():+.4f} ± {se})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -140,7 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {t + '.' + c:>30}  KS {r['ks']:.4f}  floor {r['floor']:.4f}  {int(r['distinct']):>6} distinct,"
               f" top {r['top']:.0%}, grid {r['grid']}")
     if args.against:
-        compare(cols, pd.read_csv(args.against, index_col=["table", "column"]), args.worst)
+        before = pd.read_csv(args.against, index_col=["table", "column"])
+        if {"seeds", "eps"} <= set(before.columns) and (before.seeds.iloc[0] != args.seeds or before.eps.iloc[0] != args.eps):
+            raise SystemExit(f"--against: {args.against} was run with {before.seeds.iloc[0]} seeds at ε = {before.eps.iloc[0]:g},"
+                             f" this run with {args.seeds} at ε = {args.eps:g}: the seeds would not be paired")
+        compare(cols, before, args.worst)
 
 
 if __name__ == "__main__":
